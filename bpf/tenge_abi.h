@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The event ABI: the one definition of what the BPF programs write into the
+ * ring buffer and what the collector reads. The Rust side is generated from
+ * this file by bindgen (build.rs), so the two can never drift apart.
+ *
+ * Every record is a `struct tt_hdr` followed by the body of its kind. Field
+ * names follow the kernel's (tcp_sock, sock, sk_buff) so that a number in a
+ * dump can be looked up in the kernel source without translation.
+ *
+ * Bump TT_ABI_VERSION on any change: trace files record it.
+ */
+#ifndef TENGE_ABI_H
+#define TENGE_ABI_H
+
+#define TT_ABI_VERSION 1
+
+/* Event kinds. Keep the numbers stable: they are stored in trace files. */
+enum tt_kind {
+	TT_KIND_SENDMSG = 1,	   /* tcp:tcp_sendmsg_locked: app write (T0) */
+	TT_KIND_WINDOW_ADV = 2,	   /* net:net_dev_queue: every outgoing TCP segment (T1) */
+	TT_KIND_DEV_START_XMIT = 3, /* net:net_dev_start_xmit: driver gets it (T3) */
+	TT_KIND_DEV_XMIT = 4,	   /* net:net_dev_xmit: driver returned */
+	TT_KIND_NAPI_POLL = 5,	   /* napi:napi_poll: one poll, its work and budget */
+	TT_KIND_RX_ENTRY = 6,	   /* driver hands the skb to the stack (R0) */
+	TT_KIND_NETIF_RECEIVE = 7, /* net:netif_receive_skb: after GRO/backlog (R1) */
+	TT_KIND_TCP_RCV = 8,	   /* tcp:tcp_probe: TCP takes a segment (R2, and ACKs) */
+	TT_KIND_DATA_READY = 9,	   /* sock:sk_data_ready: readable (R3) */
+	TT_KIND_COPY_DATAGRAM = 10, /* skb:skb_copy_datagram_iovec: copy to user (R4) */
+	TT_KIND_APP_READ = 11,	   /* sock:sock_recv_length: the read returned */
+	TT_KIND_STATE = 12,	   /* sock:inet_sock_set_state */
+	TT_KIND_RETRANSMIT = 13,   /* tcp:tcp_retransmit_skb */
+	TT_KIND_KFREE_SKB = 14,	   /* skb:kfree_skb: a drop, with its reason */
+	TT_KIND_CPU_SAMPLE = 15,   /* perf_event cpu-clock sample */
+	TT_KIND_MAX = 16,
+};
+
+/* tt_hdr.variant for TT_KIND_RX_ENTRY: which driver entry point fired. */
+enum tt_rx_entry_variant {
+	TT_RX_GRO = 0,	      /* net:napi_gro_receive_entry */
+	TT_RX_NETIF_RECV = 1, /* net:netif_receive_skb_entry */
+	TT_RX_NETIF_RX = 2,   /* net:netif_rx_entry (veth, loopback) */
+};
+
+/*
+ * Common header. Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d),
+ * ports in host order. Socket events carry the local end as saddr/sport;
+ * packet events carry the packet's own source and destination.
+ */
+struct tt_hdr {
+	__u64 ts_ns;	   /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	__u64 sock_cookie; /* 0 when the kernel has not given the socket one yet */
+	__u64 skb;	   /* skb address: identity within one hop only; 0 if none */
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport;
+	__u16 dport;
+	__u8 kind;    /* enum tt_kind */
+	__u8 family;  /* AF_INET or AF_INET6; 0 when no flow is known */
+	__u8 variant; /* hook flavour within a kind, e.g. enum tt_rx_entry_variant */
+	__u8 _pad0;
+	__u32 cpu;
+	__u32 netns; /* network namespace inode */
+};
+
+/* TT_KIND_SENDMSG: one iteration of the tcp_sendmsg_locked copy loop. */
+struct tt_sendmsg {
+	__u32 write_seq; /* tp->write_seq when the iteration starts */
+	__u32 skb_len;	 /* tail skb length, 0 if none */
+	__u32 msg_left;	 /* bytes of the user buffer not yet copied */
+	__u32 size_goal;
+	__u32 snd_una;
+	__u32 snd_nxt;
+	__u32 sk_wmem_queued;
+	__u32 sk_sndbuf;
+};
+
+/*
+ * TT_KIND_WINDOW_ADV: an outgoing TCP segment at net_dev_queue, which runs
+ * synchronously after tcp_select_window(), so the socket state below is the
+ * state the advertised window was chosen from.
+ */
+struct tt_window_adv {
+	__u32 seq;
+	__u32 ack;
+	__u32 len;    /* TCP payload bytes (all GSO segments) */
+	__u32 window; /* header window << rcv_wscale (unscaled on SYN) */
+	__u16 win_raw;
+	__u8 tcp_flags;
+	__u8 rcv_wscale;
+	__u16 gso_segs;
+	__u16 gso_size;
+	/* receive side: what __tcp_select_window() read */
+	__u32 sk_rcvbuf;
+	__u32 sk_rmem_alloc;
+	__u32 sk_backlog_len;
+	__u32 window_clamp;
+	__u32 rcv_ssthresh;
+	__u32 rcv_mss; /* icsk_ack.rcv_mss: the receiver's estimate of the peer's MSS */
+	__u32 rcv_wnd;
+	__u32 rcv_nxt;
+	__u32 rcv_wup;
+	__u32 copied_seq;
+	__u16 advmss;
+	__u8 scaling_ratio;
+	__u8 ack_pending; /* icsk_ack.pending (ICSK_ACK_NOMEM = 32) */
+	/* send side: why data is (not) leaving */
+	__u32 snd_una;
+	__u32 snd_nxt;
+	__u32 snd_wnd;
+	__u32 snd_cwnd;
+	__u32 mss_cache;
+	__u32 packets_out;
+	__u32 write_seq;
+	__u8 icsk_probes_out;
+	__u8 icsk_backoff;
+	__u8 tcp_shrink_window; /* net.ipv4.tcp_shrink_window of the socket's netns */
+	__u8 _pad0;
+};
+
+/*
+ * Device-layer packet events: TT_KIND_DEV_START_XMIT, TT_KIND_DEV_XMIT,
+ * TT_KIND_RX_ENTRY, TT_KIND_NETIF_RECEIVE. TCP fields are parsed from the
+ * packet's headers; DEV_XMIT runs after the driver may have freed the skb, so
+ * it repeats what DEV_START_XMIT saw for the same skb on the same CPU.
+ */
+struct tt_pkt {
+	__u32 seq;
+	__u32 ack;
+	__u32 len;     /* TCP payload bytes */
+	__u32 skb_len; /* skb->len */
+	__u16 gso_segs;
+	__u16 gso_size;
+	__u16 win_raw;
+	__u8 tcp_flags;
+	__u8 _pad0;
+	__u32 ifindex;
+	__s32 rc; /* DEV_XMIT: driver return code */
+};
+
+/* TT_KIND_NAPI_POLL: after each poll (no skb, no flow). */
+struct tt_napi_poll {
+	__u64 napi; /* napi_struct address */
+	__u32 napi_id;
+	__u32 ifindex;
+	__s32 work;
+	__s32 budget;
+};
+
+/*
+ * TT_KIND_TCP_RCV: tcp_probe, at the entry of tcp_rcv_established(): every
+ * incoming segment of an established socket, with the state *before* TCP
+ * processes it (data at a receiver, ACKs at a sender).
+ */
+struct tt_tcp_rcv {
+	__u32 seq;
+	__u32 end_seq;
+	__u32 ack;
+	__u32 len; /* TCP payload bytes */
+	__u16 win_raw;
+	__u8 tcp_flags;
+	__u8 snd_wscale;
+	__u32 snd_una;
+	__u32 snd_nxt;
+	__u32 snd_wnd;
+	__u32 snd_cwnd;
+	__u32 snd_ssthresh;
+	__u32 mss_cache;
+	__u32 packets_out;
+	__u32 sacked_out;
+	__u32 lost_out;
+	__u32 retrans_out;
+	__u32 srtt_us; /* tp->srtt_us >> 3 */
+	__u32 write_seq;
+	__u32 rcv_nxt;
+	__u32 rcv_mss;
+	__u32 sk_wmem_queued;
+	__u32 sk_sndbuf;
+	__u32 chrono_start;   /* jiffies */
+	__u32 chrono_stat[3]; /* jiffies in BUSY, RWND_LIMITED, SNDBUF_LIMITED */
+	__u32 jiffies;	      /* now, to close the running chrono */
+	__u8 chrono_type;
+	__u8 backlog; /* 1: socket owned by the user, segment went through the backlog */
+	__u8 ca_state;
+	__u8 _pad0;
+};
+
+/* TT_KIND_DATA_READY */
+struct tt_data_ready {
+	__u32 rcv_nxt;
+	__u32 copied_seq;
+	__u32 sk_rmem_alloc;
+	__u32 sk_rcvbuf;
+};
+
+/* TT_KIND_COPY_DATAGRAM: seq range from TCP_SKB_CB(skb) */
+struct tt_copy_datagram {
+	__u32 seq;
+	__u32 end_seq;
+	__u32 len; /* bytes copied from this skb */
+	__u32 _pad0;
+};
+
+/* TT_KIND_APP_READ */
+struct tt_app_read {
+	__s32 ret; /* bytes returned to the application, or -errno */
+	__u32 copied_seq;
+	__u32 rcv_nxt;
+	__u32 sk_rmem_alloc;
+	__u32 sk_rcvbuf;
+	__u32 rcv_wnd;
+};
+
+/* TT_KIND_STATE */
+struct tt_state {
+	__u8 oldstate;
+	__u8 newstate;
+	__u16 advmss;
+	__u32 mss_cache;
+};
+
+/* TT_KIND_RETRANSMIT */
+struct tt_retransmit {
+	__u32 seq;
+	__u32 end_seq;
+	__s32 err;
+	__u8 state;
+	__u8 _pad0[3];
+};
+
+/* TT_KIND_KFREE_SKB */
+struct tt_kfree_skb {
+	__u64 location;
+	__u32 reason; /* enum skb_drop_reason */
+	__u16 protocol;
+	__u16 _pad0;
+	__u32 seq;
+	__u32 ack;
+	__u32 len;
+	__u32 _pad1;
+};
+
+/* TT_KIND_CPU_SAMPLE */
+struct tt_cpu_sample {
+	__u32 pid;
+	__u32 tgid;
+	__s32 kstack_id; /* id in the stack map, < 0 when none */
+	__s32 ustack_id;
+};
+
+/* One ring-buffer record per kind: header + body. */
+#define TT_EVENT(name)                                                         \
+	struct tt_ev_##name {                                                  \
+		struct tt_hdr hdr;                                             \
+		struct tt_##name body;                                         \
+	}
+TT_EVENT(sendmsg);
+TT_EVENT(window_adv);
+TT_EVENT(pkt);
+TT_EVENT(napi_poll);
+TT_EVENT(tcp_rcv);
+TT_EVENT(data_ready);
+TT_EVENT(copy_datagram);
+TT_EVENT(app_read);
+TT_EVENT(state);
+TT_EVENT(retransmit);
+TT_EVENT(kfree_skb);
+TT_EVENT(cpu_sample);
+
+/* Index of the per-CPU lost-event counters (map tt_lost): one per kind. */
+#define TT_LOST_SLOTS TT_KIND_MAX
+
+#endif /* TENGE_ABI_H */

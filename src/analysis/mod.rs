@@ -1,0 +1,3 @@
+//! Pure analyses over events: no BPF, no I/O.
+pub mod paths;
+pub mod window;

@@ -1,0 +1,305 @@
+//! Decoded events: the raw ring-buffer records of `bpf/tenge_abi.h`, typed.
+//!
+//! A record is exactly what the BPF program wrote: a `tt_hdr` followed by the
+//! body of its kind. Decoding copies it into an [`Event`]; encoding writes the
+//! same bytes back, so a trace file stores records verbatim.
+
+use crate::abi::*;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+pub use crate::abi::{
+    tt_app_read, tt_copy_datagram, tt_cpu_sample, tt_data_ready, tt_hdr, tt_kfree_skb,
+    tt_napi_poll, tt_pkt, tt_retransmit, tt_sendmsg, tt_state, tt_tcp_rcv, tt_window_adv,
+};
+
+/// The body of an event, by kind. Device-layer kinds share [`tt_pkt`].
+#[derive(Clone, Copy, Debug)]
+pub enum Body {
+    Sendmsg(tt_sendmsg),
+    WindowAdv(tt_window_adv),
+    DevStartXmit(tt_pkt),
+    DevXmit(tt_pkt),
+    NapiPoll(tt_napi_poll),
+    RxEntry(tt_pkt),
+    NetifReceive(tt_pkt),
+    TcpRcv(tt_tcp_rcv),
+    DataReady(tt_data_ready),
+    CopyDatagram(tt_copy_datagram),
+    AppRead(tt_app_read),
+    State(tt_state),
+    Retransmit(tt_retransmit),
+    KfreeSkb(tt_kfree_skb),
+    CpuSample(tt_cpu_sample),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Event {
+    pub hdr: tt_hdr,
+    pub body: Body,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("record of {0} bytes is shorter than the event header")]
+    Short(usize),
+    #[error("unknown event kind {0}")]
+    UnknownKind(u8),
+    #[error("record of kind {kind} has {got} bytes, expected {want}")]
+    Length { kind: &'static str, got: usize, want: usize },
+}
+
+/// TCP header flags as they appear in `tcp_flags`.
+pub mod tcp_flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+}
+
+macro_rules! kinds {
+    ($( $kind:ident => $variant:ident($body:ty, $ev:ty), $name:literal; )*) => {
+        /// Stable names of the kinds, as used in JSON (`"kind"`).
+        pub fn kind_name(kind: u8) -> Option<&'static str> {
+            $( if kind == tt_kind::$kind as u8 { return Some($name); } )*
+            None
+        }
+
+        /// Size in bytes of a record of this kind (header + body).
+        pub fn record_len(kind: u8) -> Option<usize> {
+            $( if kind == tt_kind::$kind as u8 { return Some(std::mem::size_of::<$ev>()); } )*
+            None
+        }
+
+        impl Event {
+            /// Decodes one record. `bytes` must hold exactly one record.
+            pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+                if bytes.len() < std::mem::size_of::<tt_hdr>() {
+                    return Err(DecodeError::Short(bytes.len()));
+                }
+                // SAFETY: length checked; tt_hdr is plain old data.
+                let hdr: tt_hdr = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+                $(
+                    if hdr.kind == tt_kind::$kind as u8 {
+                        let want = std::mem::size_of::<$ev>();
+                        if bytes.len() != want {
+                            return Err(DecodeError::Length { kind: $name, got: bytes.len(), want });
+                        }
+                        // SAFETY: length checked; the record is plain old data.
+                        let ev: $ev = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+                        return Ok(Event { hdr, body: Body::$variant(ev.body) });
+                    }
+                )*
+                Err(DecodeError::UnknownKind(hdr.kind))
+            }
+
+            /// Appends the record's bytes, exactly as the kernel wrote them.
+            pub fn encode(&self, out: &mut Vec<u8>) {
+                match self.body {
+                    $( Body::$variant(body) => {
+                        let ev = <$ev>::from_parts(self.hdr, body);
+                        // SAFETY: plain old data, read as bytes.
+                        out.extend_from_slice(unsafe {
+                            std::slice::from_raw_parts((&ev as *const $ev).cast::<u8>(), std::mem::size_of::<$ev>())
+                        });
+                    } )*
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    TT_KIND_SENDMSG => Sendmsg(tt_sendmsg, tt_ev_sendmsg), "sendmsg";
+    TT_KIND_WINDOW_ADV => WindowAdv(tt_window_adv, tt_ev_window_adv), "window_adv";
+    TT_KIND_DEV_START_XMIT => DevStartXmit(tt_pkt, tt_ev_pkt), "dev_start_xmit";
+    TT_KIND_DEV_XMIT => DevXmit(tt_pkt, tt_ev_pkt), "dev_xmit";
+    TT_KIND_NAPI_POLL => NapiPoll(tt_napi_poll, tt_ev_napi_poll), "napi_poll";
+    TT_KIND_RX_ENTRY => RxEntry(tt_pkt, tt_ev_pkt), "rx_entry";
+    TT_KIND_NETIF_RECEIVE => NetifReceive(tt_pkt, tt_ev_pkt), "netif_receive";
+    TT_KIND_TCP_RCV => TcpRcv(tt_tcp_rcv, tt_ev_tcp_rcv), "tcp_rcv";
+    TT_KIND_DATA_READY => DataReady(tt_data_ready, tt_ev_data_ready), "data_ready";
+    TT_KIND_COPY_DATAGRAM => CopyDatagram(tt_copy_datagram, tt_ev_copy_datagram), "copy_datagram";
+    TT_KIND_APP_READ => AppRead(tt_app_read, tt_ev_app_read), "app_read";
+    TT_KIND_STATE => State(tt_state, tt_ev_state), "state";
+    TT_KIND_RETRANSMIT => Retransmit(tt_retransmit, tt_ev_retransmit), "retransmit";
+    TT_KIND_KFREE_SKB => KfreeSkb(tt_kfree_skb, tt_ev_kfree_skb), "kfree_skb";
+    TT_KIND_CPU_SAMPLE => CpuSample(tt_cpu_sample, tt_ev_cpu_sample), "cpu_sample";
+}
+
+/// `from_parts` for every `tt_ev_*` record: they all are `{ hdr, body }`.
+macro_rules! from_parts {
+    ($($ev:ty => $body:ty),*) => {$(
+        impl $ev {
+            pub fn from_parts(hdr: tt_hdr, body: $body) -> Self { Self { hdr, body } }
+        }
+    )*};
+}
+from_parts!(
+    tt_ev_sendmsg => tt_sendmsg, tt_ev_window_adv => tt_window_adv, tt_ev_pkt => tt_pkt,
+    tt_ev_napi_poll => tt_napi_poll, tt_ev_tcp_rcv => tt_tcp_rcv, tt_ev_data_ready => tt_data_ready,
+    tt_ev_copy_datagram => tt_copy_datagram, tt_ev_app_read => tt_app_read, tt_ev_state => tt_state,
+    tt_ev_retransmit => tt_retransmit, tt_ev_kfree_skb => tt_kfree_skb, tt_ev_cpu_sample => tt_cpu_sample
+);
+
+impl Body {
+    /// The `tt_kind` number of this body.
+    pub fn kind(&self) -> u8 {
+        (match self {
+            Body::Sendmsg(_) => tt_kind::TT_KIND_SENDMSG,
+            Body::WindowAdv(_) => tt_kind::TT_KIND_WINDOW_ADV,
+            Body::DevStartXmit(_) => tt_kind::TT_KIND_DEV_START_XMIT,
+            Body::DevXmit(_) => tt_kind::TT_KIND_DEV_XMIT,
+            Body::NapiPoll(_) => tt_kind::TT_KIND_NAPI_POLL,
+            Body::RxEntry(_) => tt_kind::TT_KIND_RX_ENTRY,
+            Body::NetifReceive(_) => tt_kind::TT_KIND_NETIF_RECEIVE,
+            Body::TcpRcv(_) => tt_kind::TT_KIND_TCP_RCV,
+            Body::DataReady(_) => tt_kind::TT_KIND_DATA_READY,
+            Body::CopyDatagram(_) => tt_kind::TT_KIND_COPY_DATAGRAM,
+            Body::AppRead(_) => tt_kind::TT_KIND_APP_READ,
+            Body::State(_) => tt_kind::TT_KIND_STATE,
+            Body::Retransmit(_) => tt_kind::TT_KIND_RETRANSMIT,
+            Body::KfreeSkb(_) => tt_kind::TT_KIND_KFREE_SKB,
+            Body::CpuSample(_) => tt_kind::TT_KIND_CPU_SAMPLE,
+        }) as u8
+    }
+}
+
+impl Event {
+    /// Builds an event from a body, with the header's kind set to match.
+    /// Used by tests and synthetic streams; the kernel fills headers itself.
+    pub fn new(mut hdr: tt_hdr, body: Body) -> Event {
+        hdr.kind = body.kind();
+        Event { hdr, body }
+    }
+
+    pub fn kind_name(&self) -> &'static str {
+        kind_name(self.hdr.kind).expect("decoded events have known kinds")
+    }
+
+    pub fn ts_ns(&self) -> u64 {
+        self.hdr.ts_ns
+    }
+
+    /// Source address and port (the local end for socket events).
+    pub fn src(&self) -> Option<SocketAddr> {
+        ip_of(self.hdr.family, &self.hdr.saddr).map(|ip| SocketAddr::new(ip, self.hdr.sport))
+    }
+
+    /// Destination address and port (the remote end for socket events).
+    pub fn dst(&self) -> Option<SocketAddr> {
+        ip_of(self.hdr.family, &self.hdr.daddr).map(|ip| SocketAddr::new(ip, self.hdr.dport))
+    }
+
+    /// True for kinds whose addresses are the packet's own (source first),
+    /// false for socket events (local end first).
+    pub fn is_packet_event(&self) -> bool {
+        matches!(
+            self.body,
+            Body::DevStartXmit(_) | Body::DevXmit(_) | Body::RxEntry(_) | Body::NetifReceive(_) | Body::KfreeSkb(_)
+        )
+    }
+}
+
+/// Turns an ABI address (IPv6, or IPv4-mapped IPv6) into an `IpAddr`.
+pub fn ip_of(family: u8, addr: &[u8; 16]) -> Option<IpAddr> {
+    match family as i32 {
+        libc::AF_INET => Some(IpAddr::V4(Ipv4Addr::new(addr[12], addr[13], addr[14], addr[15]))),
+        libc::AF_INET6 => {
+            let v6 = Ipv6Addr::from(*addr);
+            Some(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
+        }
+        _ => None,
+    }
+}
+
+/// The inverse of [`ip_of`]: ABI family and address bytes.
+pub fn abi_addr(ip: IpAddr) -> (u8, [u8; 16]) {
+    match ip {
+        IpAddr::V4(v4) => (libc::AF_INET as u8, v4.to_ipv6_mapped().octets()),
+        IpAddr::V6(v6) => (libc::AF_INET6 as u8, v6.octets()),
+    }
+}
+
+/// A connection as seen from one socket: its network namespace and both ends,
+/// local first. Packet events are turned around to the receiving socket's view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowKey {
+    pub netns: u32,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+}
+
+impl FlowKey {
+    /// The key of the socket that sent (`outgoing`) or receives this event's packet,
+    /// or of the socket itself for socket events. None when the event has no flow.
+    pub fn of(ev: &Event, outgoing: bool) -> Option<FlowKey> {
+        let (src, dst) = (ev.src()?, ev.dst()?);
+        let (local, remote) = if ev.is_packet_event() && !outgoing { (dst, src) } else { (src, dst) };
+        Some(FlowKey { netns: ev.hdr.netns, local, remote })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hdr() -> tt_hdr {
+        let (family, saddr) = abi_addr("10.0.0.1".parse().unwrap());
+        let (_, daddr) = abi_addr("10.0.0.2".parse().unwrap());
+        tt_hdr { ts_ns: 42, sock_cookie: 7, family, saddr, daddr, sport: 5000, dport: 80, cpu: 1, ..Default::default() }
+    }
+
+    #[test]
+    fn round_trip_every_kind() {
+        let bodies = [
+            Body::Sendmsg(tt_sendmsg { write_seq: 1, msg_left: 100, ..Default::default() }),
+            Body::WindowAdv(tt_window_adv { window: 26844, rcv_mss: 8948, ..Default::default() }),
+            Body::DevStartXmit(tt_pkt { seq: 9, ..Default::default() }),
+            Body::DevXmit(tt_pkt { rc: -1, ..Default::default() }),
+            Body::NapiPoll(tt_napi_poll { work: 3, budget: 64, ..Default::default() }),
+            Body::RxEntry(tt_pkt { len: 8948, ..Default::default() }),
+            Body::NetifReceive(tt_pkt { gso_segs: 4, ..Default::default() }),
+            Body::TcpRcv(tt_tcp_rcv { chrono_stat: [1, 2, 3], ..Default::default() }),
+            Body::DataReady(tt_data_ready { rcv_nxt: 5, ..Default::default() }),
+            Body::CopyDatagram(tt_copy_datagram { len: 1000, ..Default::default() }),
+            Body::AppRead(tt_app_read { ret: -11, ..Default::default() }),
+            Body::State(tt_state { newstate: 1, ..Default::default() }),
+            Body::Retransmit(tt_retransmit { err: 0, ..Default::default() }),
+            Body::KfreeSkb(tt_kfree_skb { reason: 32, ..Default::default() }),
+            Body::CpuSample(tt_cpu_sample { kstack_id: -14, ..Default::default() }),
+        ];
+        for body in bodies {
+            let ev = Event::new(hdr(), body);
+            let mut bytes = Vec::new();
+            ev.encode(&mut bytes);
+            assert_eq!(Some(bytes.len()), record_len(ev.hdr.kind));
+            let back = Event::decode(&bytes).unwrap();
+            assert_eq!(back.kind_name(), ev.kind_name());
+            let mut again = Vec::new();
+            back.encode(&mut again);
+            assert_eq!(bytes, again);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_records() {
+        assert_eq!(Event::decode(&[0u8; 10]).unwrap_err(), DecodeError::Short(10));
+        let mut bytes = Vec::new();
+        Event::new(hdr(), Body::DataReady(Default::default())).encode(&mut bytes);
+        bytes[std::mem::offset_of!(tt_hdr, kind)] = 200;
+        assert_eq!(Event::decode(&bytes).unwrap_err(), DecodeError::UnknownKind(200));
+        bytes[std::mem::offset_of!(tt_hdr, kind)] = tt_kind::TT_KIND_WINDOW_ADV as u8;
+        assert!(matches!(Event::decode(&bytes).unwrap_err(), DecodeError::Length { kind: "window_adv", .. }));
+    }
+
+    #[test]
+    fn addresses_and_flow_keys() {
+        let ev = Event::new(hdr(), Body::RxEntry(Default::default()));
+        assert_eq!(ev.src().unwrap().to_string(), "10.0.0.1:5000");
+        let key = FlowKey::of(&ev, false).unwrap();
+        assert_eq!(key.local.to_string(), "10.0.0.2:80");
+        let sock = Event::new(hdr(), Body::DataReady(Default::default()));
+        assert_eq!(FlowKey::of(&sock, false).unwrap().local.to_string(), "10.0.0.1:5000");
+    }
+}

@@ -1,0 +1,1 @@
+//! Exporters: JSON lines, tables, flamegraphs.

@@ -1,0 +1,1 @@
+//! The built-in lab: namespaces, veth, real transfers.

@@ -1,0 +1,18 @@
+//! tenge-trace: an eBPF TCP path profiler.
+//!
+//! The tree follows the data: `bpf/` (C programs) → [`abi`] (the event layout,
+//! generated from `bpf/tenge_abi.h`) → [`probe`] (loading and attaching) →
+//! [`collector`] (draining the ring buffer) → [`trace_file`] (recording) →
+//! [`flow`] (the flow table) → [`analysis`] (pure code over events) →
+//! [`export`] (JSON, tables, flamegraphs). [`lab`] builds namespaces and
+//! real transfers to trace.
+
+pub mod abi;
+pub mod analysis;
+pub mod collector;
+pub mod event;
+pub mod export;
+pub mod flow;
+pub mod lab;
+pub mod probe;
+pub mod trace_file;

@@ -1,0 +1,1 @@
+//! Loading and attaching the BPF programs.
