@@ -22,10 +22,20 @@ fn compile_bpf(out: &std::path::Path, arch: &str) {
     for entry in std::fs::read_dir("bpf").expect("read bpf/") {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let Some(stem) = name.strip_suffix(".bpf.c") else { continue };
+        let Some(stem) = name.strip_suffix(".bpf.c") else {
+            continue;
+        };
         let obj = out.join(format!("{stem}.bpf.o"));
         let status = Command::new(&clang)
-            .args(["-target", "bpf", "-O2", "-g", "-Wall", "-Werror", "-D__TARGET_ARCH_x86"])
+            .args([
+                "-target",
+                "bpf",
+                "-O2",
+                "-g",
+                "-Wall",
+                "-Werror",
+                "-D__TARGET_ARCH_x86",
+            ])
             .args(["-I", "bpf", "-I", &include])
             .arg("-c")
             .arg(&path)
@@ -45,7 +55,8 @@ struct SerializeDerive;
 impl bindgen::callbacks::ParseCallbacks for SerializeDerive {
     fn add_derives(&self, info: &bindgen::callbacks::DeriveInfo<'_>) -> Vec<String> {
         // Bodies are serialized straight into JSON with the kernel's field names.
-        if info.name.starts_with("tt_") && !info.name.starts_with("tt_ev_") && info.name != "tt_hdr" {
+        if info.name.starts_with("tt_") && !info.name.starts_with("tt_ev_") && info.name != "tt_hdr"
+        {
             vec!["serde::Serialize".into()]
         } else {
             vec![]

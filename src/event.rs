@@ -45,7 +45,11 @@ pub enum DecodeError {
     #[error("unknown event kind {0}")]
     UnknownKind(u8),
     #[error("record of kind {kind} has {got} bytes, expected {want}")]
-    Length { kind: &'static str, got: usize, want: usize },
+    Length {
+        kind: &'static str,
+        got: usize,
+        want: usize,
+    },
 }
 
 /// TCP header flags as they appear in `tcp_flags`.
@@ -196,7 +200,11 @@ impl Event {
     pub fn is_packet_event(&self) -> bool {
         matches!(
             self.body,
-            Body::DevStartXmit(_) | Body::DevXmit(_) | Body::RxEntry(_) | Body::NetifReceive(_) | Body::KfreeSkb(_)
+            Body::DevStartXmit(_)
+                | Body::DevXmit(_)
+                | Body::RxEntry(_)
+                | Body::NetifReceive(_)
+                | Body::KfreeSkb(_)
         )
     }
 }
@@ -204,7 +212,9 @@ impl Event {
 /// Turns an ABI address (IPv6, or IPv4-mapped IPv6) into an `IpAddr`.
 pub fn ip_of(family: u8, addr: &[u8; 16]) -> Option<IpAddr> {
     match family as i32 {
-        libc::AF_INET => Some(IpAddr::V4(Ipv4Addr::new(addr[12], addr[13], addr[14], addr[15]))),
+        libc::AF_INET => Some(IpAddr::V4(Ipv4Addr::new(
+            addr[12], addr[13], addr[14], addr[15],
+        ))),
         libc::AF_INET6 => {
             let v6 = Ipv6Addr::from(*addr);
             Some(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
@@ -235,8 +245,16 @@ impl FlowKey {
     /// or of the socket itself for socket events. None when the event has no flow.
     pub fn of(ev: &Event, outgoing: bool) -> Option<FlowKey> {
         let (src, dst) = (ev.src()?, ev.dst()?);
-        let (local, remote) = if ev.is_packet_event() && !outgoing { (dst, src) } else { (src, dst) };
-        Some(FlowKey { netns: ev.hdr.netns, local, remote })
+        let (local, remote) = if ev.is_packet_event() && !outgoing {
+            (dst, src)
+        } else {
+            (src, dst)
+        };
+        Some(FlowKey {
+            netns: ev.hdr.netns,
+            local,
+            remote,
+        })
     }
 }
 
@@ -247,27 +265,85 @@ mod tests {
     fn hdr() -> tt_hdr {
         let (family, saddr) = abi_addr("10.0.0.1".parse().unwrap());
         let (_, daddr) = abi_addr("10.0.0.2".parse().unwrap());
-        tt_hdr { ts_ns: 42, sock_cookie: 7, family, saddr, daddr, sport: 5000, dport: 80, cpu: 1, ..Default::default() }
+        tt_hdr {
+            ts_ns: 42,
+            sock_cookie: 7,
+            family,
+            saddr,
+            daddr,
+            sport: 5000,
+            dport: 80,
+            cpu: 1,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn round_trip_every_kind() {
         let bodies = [
-            Body::Sendmsg(tt_sendmsg { write_seq: 1, msg_left: 100, ..Default::default() }),
-            Body::WindowAdv(tt_window_adv { window: 26844, rcv_mss: 8948, ..Default::default() }),
-            Body::DevStartXmit(tt_pkt { seq: 9, ..Default::default() }),
-            Body::DevXmit(tt_pkt { rc: -1, ..Default::default() }),
-            Body::NapiPoll(tt_napi_poll { work: 3, budget: 64, ..Default::default() }),
-            Body::RxEntry(tt_pkt { len: 8948, ..Default::default() }),
-            Body::NetifReceive(tt_pkt { gso_segs: 4, ..Default::default() }),
-            Body::TcpRcv(tt_tcp_rcv { chrono_stat: [1, 2, 3], ..Default::default() }),
-            Body::DataReady(tt_data_ready { rcv_nxt: 5, ..Default::default() }),
-            Body::CopyDatagram(tt_copy_datagram { len: 1000, ..Default::default() }),
-            Body::AppRead(tt_app_read { ret: -11, ..Default::default() }),
-            Body::State(tt_state { newstate: 1, ..Default::default() }),
-            Body::Retransmit(tt_retransmit { err: 0, ..Default::default() }),
-            Body::KfreeSkb(tt_kfree_skb { reason: 32, ..Default::default() }),
-            Body::CpuSample(tt_cpu_sample { kstack_id: -14, ..Default::default() }),
+            Body::Sendmsg(tt_sendmsg {
+                write_seq: 1,
+                msg_left: 100,
+                ..Default::default()
+            }),
+            Body::WindowAdv(tt_window_adv {
+                window: 26844,
+                rcv_mss: 8948,
+                ..Default::default()
+            }),
+            Body::DevStartXmit(tt_pkt {
+                seq: 9,
+                ..Default::default()
+            }),
+            Body::DevXmit(tt_pkt {
+                rc: -1,
+                ..Default::default()
+            }),
+            Body::NapiPoll(tt_napi_poll {
+                work: 3,
+                budget: 64,
+                ..Default::default()
+            }),
+            Body::RxEntry(tt_pkt {
+                len: 8948,
+                ..Default::default()
+            }),
+            Body::NetifReceive(tt_pkt {
+                gso_segs: 4,
+                ..Default::default()
+            }),
+            Body::TcpRcv(tt_tcp_rcv {
+                chrono_stat: [1, 2, 3],
+                ..Default::default()
+            }),
+            Body::DataReady(tt_data_ready {
+                rcv_nxt: 5,
+                ..Default::default()
+            }),
+            Body::CopyDatagram(tt_copy_datagram {
+                len: 1000,
+                ..Default::default()
+            }),
+            Body::AppRead(tt_app_read {
+                ret: -11,
+                ..Default::default()
+            }),
+            Body::State(tt_state {
+                newstate: 1,
+                ..Default::default()
+            }),
+            Body::Retransmit(tt_retransmit {
+                err: 0,
+                ..Default::default()
+            }),
+            Body::KfreeSkb(tt_kfree_skb {
+                reason: 32,
+                ..Default::default()
+            }),
+            Body::CpuSample(tt_cpu_sample {
+                kstack_id: -14,
+                ..Default::default()
+            }),
         ];
         for body in bodies {
             let ev = Event::new(hdr(), body);
@@ -284,13 +360,25 @@ mod tests {
 
     #[test]
     fn rejects_bad_records() {
-        assert_eq!(Event::decode(&[0u8; 10]).unwrap_err(), DecodeError::Short(10));
+        assert_eq!(
+            Event::decode(&[0u8; 10]).unwrap_err(),
+            DecodeError::Short(10)
+        );
         let mut bytes = Vec::new();
         Event::new(hdr(), Body::DataReady(Default::default())).encode(&mut bytes);
         bytes[std::mem::offset_of!(tt_hdr, kind)] = 200;
-        assert_eq!(Event::decode(&bytes).unwrap_err(), DecodeError::UnknownKind(200));
+        assert_eq!(
+            Event::decode(&bytes).unwrap_err(),
+            DecodeError::UnknownKind(200)
+        );
         bytes[std::mem::offset_of!(tt_hdr, kind)] = tt_kind::TT_KIND_WINDOW_ADV as u8;
-        assert!(matches!(Event::decode(&bytes).unwrap_err(), DecodeError::Length { kind: "window_adv", .. }));
+        assert!(matches!(
+            Event::decode(&bytes).unwrap_err(),
+            DecodeError::Length {
+                kind: "window_adv",
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -300,6 +388,9 @@ mod tests {
         let key = FlowKey::of(&ev, false).unwrap();
         assert_eq!(key.local.to_string(), "10.0.0.2:80");
         let sock = Event::new(hdr(), Body::DataReady(Default::default()));
-        assert_eq!(FlowKey::of(&sock, false).unwrap().local.to_string(), "10.0.0.1:5000");
+        assert_eq!(
+            FlowKey::of(&sock, false).unwrap().local.to_string(),
+            "10.0.0.1:5000"
+        );
     }
 }

@@ -1,1 +1,586 @@
-//! TODO
+//! The trace file: versioned, self-describing, checksummed.
+//!
+//! ```text
+//! file    := header block* trailer
+//! header  := "TENGETR\0" | version u32 | len u32 | crc32 u32 | meta JSON (len bytes)
+//! block   := "EVTS" | count u32 | len u32 | crc32 u32 | records (len bytes)
+//! trailer := "END\0" | 0 u32 | len u32 | crc32 u32 | summary JSON (len bytes)
+//! ```
+//! All integers little endian. Records are stored exactly as the kernel wrote
+//! them (`bpf/tenge_abi.h`), each delimited by its kind's fixed size, so a
+//! block decodes without copying framing. A file without its trailer (the
+//! recorder was killed) or with a bad checksum is rejected with the offset
+//! where it went wrong, never with a panic.
+
+use crate::event::{record_len, DecodeError, Event};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+pub const MAGIC: [u8; 8] = *b"TENGETR\0";
+pub const FORMAT_VERSION: u32 = 1;
+const BLOCK_TAG: [u8; 4] = *b"EVTS";
+const TRAILER_TAG: [u8; 4] = *b"END\0";
+/// Records are flushed in blocks of about this size: big enough to amortise
+/// the checksum and the syscall, small enough to lose little on a crash.
+const BLOCK_BYTES: usize = 256 * 1024;
+/// Upper bound on a block or JSON section, so a corrupt length cannot make
+/// the reader allocate gigabytes.
+const MAX_SECTION: u32 = 64 * 1024 * 1024;
+
+/// What a trace was recorded from and how: enough to interpret it on another host.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TraceMeta {
+    pub format_version: u32,
+    pub abi_version: u32,
+    pub tool_version: String,
+    pub kernel_release: String,
+    pub hostname: String,
+    /// CLOCK_REALTIME − CLOCK_MONOTONIC at the start, in ns: `ts_ns + boot_offset_ns` is Unix time.
+    pub boot_offset_ns: i64,
+    pub started_unix_ns: u64,
+    /// The probe plan the recorder used (which hook, which backend).
+    pub probe_plan: serde_json::Value,
+    /// The in-kernel filters.
+    pub filters: serde_json::Value,
+    /// 1-in-N packet sampling (1 = every packet).
+    pub sample_every: u32,
+    /// The command traced with `record -- CMD`, if any.
+    pub command: Vec<String>,
+    /// Size of a record of each kind, by kind name: the file describes its own layout.
+    pub record_sizes: BTreeMap<String, usize>,
+}
+
+impl TraceMeta {
+    /// Fills in the fields that describe this build and this host.
+    pub fn for_this_host() -> TraceMeta {
+        let mut record_sizes = BTreeMap::new();
+        for kind in 0..=u8::MAX {
+            if let (Some(name), Some(len)) = (crate::event::kind_name(kind), record_len(kind)) {
+                record_sizes.insert(name.to_string(), len);
+            }
+        }
+        TraceMeta {
+            format_version: FORMAT_VERSION,
+            abi_version: crate::abi::TT_ABI_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            kernel_release: uname_field(|u| &u.release),
+            hostname: uname_field(|u| &u.nodename),
+            boot_offset_ns: clock_ns(libc::CLOCK_REALTIME) as i64
+                - clock_ns(libc::CLOCK_MONOTONIC) as i64,
+            started_unix_ns: clock_ns(libc::CLOCK_REALTIME),
+            sample_every: 1,
+            record_sizes,
+            ..Default::default()
+        }
+    }
+}
+
+/// How the recording ended and what it lost.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TraceSummary {
+    pub events: u64,
+    /// Events the kernel could not queue (ring buffer full), by kind name. Exact.
+    pub lost: BTreeMap<String, u64>,
+    pub duration_ns: u64,
+    pub ended_unix_ns: u64,
+    /// "duration", "command exited", "interrupted", "error: ..."
+    pub end_reason: String,
+    /// Symbolized stacks of `cpu_sample` events, by stack id (root first).
+    pub stacks: BTreeMap<i32, Vec<String>>,
+}
+
+impl TraceSummary {
+    pub fn lost_total(&self) -> u64 {
+        self.lost.values().sum()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{0}: not a tenge-trace file (bad magic)")]
+    NotATrace(PathBuf),
+    #[error("{path}: format version {found} is not supported (this build reads {FORMAT_VERSION})")]
+    Version { path: PathBuf, found: u32 },
+    #[error(
+        "{path}: event ABI version {found} differs from this build's {}",
+        crate::abi::TT_ABI_VERSION
+    )]
+    Abi { path: PathBuf, found: u32 },
+    #[error("{path}: corrupt at byte {offset}: {what}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+    },
+    #[error("{path}: truncated at byte {offset} after {events} events (the recorder did not finish the file)")]
+    Truncated {
+        path: PathBuf,
+        offset: u64,
+        events: u64,
+    },
+}
+
+fn crc(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
+}
+
+fn section(tag: [u8; 4], count: u32, payload: &[u8]) -> [u8; 16] {
+    let mut head = [0u8; 16];
+    head[..4].copy_from_slice(&tag);
+    head[4..8].copy_from_slice(&count.to_le_bytes());
+    head[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    head[12..16].copy_from_slice(&crc(payload).to_le_bytes());
+    head
+}
+
+/// Writes a trace. Records go into a block buffer; `finish` writes the trailer.
+pub struct TraceWriter {
+    out: BufWriter<File>,
+    path: PathBuf,
+    block: Vec<u8>,
+    block_count: u32,
+    events: u64,
+}
+
+impl TraceWriter {
+    pub fn create(path: &Path, meta: &TraceMeta) -> Result<TraceWriter, TraceError> {
+        let io_err = |source| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::create(path).map_err(io_err)?;
+        let mut out = BufWriter::with_capacity(BLOCK_BYTES + 64, file);
+        let json = serde_json::to_vec(meta).expect("meta serializes");
+        out.write_all(&MAGIC).map_err(io_err)?;
+        out.write_all(&FORMAT_VERSION.to_le_bytes())
+            .map_err(io_err)?;
+        out.write_all(&(json.len() as u32).to_le_bytes())
+            .map_err(io_err)?;
+        out.write_all(&crc(&json).to_le_bytes()).map_err(io_err)?;
+        out.write_all(&json).map_err(io_err)?;
+        Ok(TraceWriter {
+            out,
+            path: path.to_path_buf(),
+            block: Vec::with_capacity(BLOCK_BYTES + 512),
+            block_count: 0,
+            events: 0,
+        })
+    }
+
+    /// Appends one raw record (as read from the ring buffer).
+    pub fn write_record(&mut self, record: &[u8]) -> Result<(), TraceError> {
+        self.block.extend_from_slice(record);
+        self.record_added()
+    }
+
+    pub fn write_event(&mut self, ev: &Event) -> Result<(), TraceError> {
+        ev.encode(&mut self.block);
+        self.record_added()
+    }
+
+    fn record_added(&mut self) -> Result<(), TraceError> {
+        self.block_count += 1;
+        self.events += 1;
+        if self.block.len() >= BLOCK_BYTES {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    fn flush_block(&mut self) -> Result<(), TraceError> {
+        if self.block_count == 0 {
+            return Ok(());
+        }
+        let head = section(BLOCK_TAG, self.block_count, &self.block);
+        let res = self
+            .out
+            .write_all(&head)
+            .and_then(|_| self.out.write_all(&self.block));
+        res.map_err(|source| TraceError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.block.clear();
+        self.block_count = 0;
+        Ok(())
+    }
+
+    /// Flushes the last block, writes the trailer and syncs the file.
+    pub fn finish(mut self, summary: &TraceSummary) -> Result<(), TraceError> {
+        self.flush_block()?;
+        let json = serde_json::to_vec(summary).expect("summary serializes");
+        let head = section(TRAILER_TAG, 0, &json);
+        let path = self.path.clone();
+        let io_err = |source| TraceError::Io {
+            path: path.clone(),
+            source,
+        };
+        self.out.write_all(&head).map_err(io_err)?;
+        self.out.write_all(&json).map_err(io_err)?;
+        let file = self.out.into_inner().map_err(|e| io_err(e.into_error()))?;
+        file.sync_all().map_err(io_err)
+    }
+}
+
+/// Reads a trace: the header on open, then events block by block.
+pub struct TraceReader {
+    input: BufReader<File>,
+    path: PathBuf,
+    meta: TraceMeta,
+    offset: u64,
+    block: Vec<u8>,
+    pos: usize,
+    events: u64,
+    summary: Option<TraceSummary>,
+}
+
+impl TraceReader {
+    pub fn open(path: &Path) -> Result<TraceReader, TraceError> {
+        let file = File::open(path).map_err(|source| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut reader = TraceReader {
+            input: BufReader::with_capacity(BLOCK_BYTES, file),
+            path: path.to_path_buf(),
+            meta: TraceMeta::default(),
+            offset: 0,
+            block: Vec::new(),
+            pos: 0,
+            events: 0,
+            summary: None,
+        };
+        let mut magic = [0u8; 8];
+        if reader.read_exact_or_eof(&mut magic)? < magic.len() || magic != MAGIC {
+            return Err(TraceError::NotATrace(path.to_path_buf()));
+        }
+        let mut head = [0u8; 12];
+        reader.read_section_head(&mut head)?;
+        let version = u32::from_le_bytes(head[0..4].try_into().unwrap());
+        if version != FORMAT_VERSION {
+            return Err(TraceError::Version {
+                path: path.to_path_buf(),
+                found: version,
+            });
+        }
+        let (len, sum) = (u32_at(&head, 4), u32_at(&head, 8));
+        let json = reader.read_payload(len, sum, "header")?;
+        reader.meta =
+            serde_json::from_slice(&json).map_err(|e| reader.corrupt(format!("header: {e}")))?;
+        if reader.meta.abi_version != crate::abi::TT_ABI_VERSION {
+            return Err(TraceError::Abi {
+                path: path.to_path_buf(),
+                found: reader.meta.abi_version,
+            });
+        }
+        Ok(reader)
+    }
+
+    pub fn meta(&self) -> &TraceMeta {
+        &self.meta
+    }
+
+    /// The trailer; present once every event has been read.
+    pub fn summary(&self) -> Option<&TraceSummary> {
+        self.summary.as_ref()
+    }
+
+    /// The next event, `Ok(None)` after the trailer.
+    pub fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+        while self.pos >= self.block.len() {
+            if self.summary.is_some() || !self.next_block()? {
+                return Ok(None);
+            }
+        }
+        let rest = &self.block[self.pos..];
+        let kind = rest
+            .get(std::mem::offset_of!(crate::abi::tt_hdr, kind))
+            .copied();
+        let len = kind.and_then(record_len).filter(|&len| len <= rest.len());
+        let Some(len) = len else {
+            let what = format!(
+                "record {} of a block has an unknown kind or overruns it",
+                self.events
+            );
+            return Err(self.corrupt(what));
+        };
+        let ev =
+            Event::decode(&rest[..len]).map_err(|e: DecodeError| self.corrupt(e.to_string()))?;
+        self.pos += len;
+        self.events += 1;
+        Ok(Some(ev))
+    }
+
+    /// Reads every event and the trailer.
+    pub fn for_each(&mut self, mut f: impl FnMut(&Event)) -> Result<&TraceSummary, TraceError> {
+        while let Some(ev) = self.next_event()? {
+            f(&ev);
+        }
+        Ok(self
+            .summary
+            .as_ref()
+            .expect("next_event returns None only after the trailer"))
+    }
+
+    fn next_block(&mut self) -> Result<bool, TraceError> {
+        let mut head = [0u8; 16];
+        let got = self.read_exact_or_eof(&mut head)?;
+        if got < head.len() {
+            return Err(TraceError::Truncated {
+                path: self.path.clone(),
+                offset: self.offset,
+                events: self.events,
+            });
+        }
+        let (count, len, sum) = (u32_at(&head, 4), u32_at(&head, 8), u32_at(&head, 12));
+        match head[..4].try_into().unwrap() {
+            BLOCK_TAG => {
+                self.block = self.read_payload(len, sum, "event block")?;
+                self.pos = 0;
+                if count == 0 {
+                    return Err(self.corrupt("empty event block".into()));
+                }
+                Ok(true)
+            }
+            TRAILER_TAG => {
+                let json = self.read_payload(len, sum, "trailer")?;
+                let summary = serde_json::from_slice(&json)
+                    .map_err(|e| self.corrupt(format!("trailer: {e}")))?;
+                self.summary = Some(summary);
+                Ok(false)
+            }
+            _ => Err(self.corrupt("unknown section tag".into())),
+        }
+    }
+
+    fn read_section_head(&mut self, head: &mut [u8]) -> Result<(), TraceError> {
+        if self.read_exact_or_eof(head)? < head.len() {
+            return Err(TraceError::Truncated {
+                path: self.path.clone(),
+                offset: self.offset,
+                events: 0,
+            });
+        }
+        Ok(())
+    }
+
+    fn read_payload(&mut self, len: u32, sum: u32, what: &str) -> Result<Vec<u8>, TraceError> {
+        if len > MAX_SECTION {
+            return Err(self.corrupt(format!("{what} claims {len} bytes")));
+        }
+        let mut buf = vec![0u8; len as usize];
+        if self.read_exact_or_eof(&mut buf)? < buf.len() {
+            return Err(TraceError::Truncated {
+                path: self.path.clone(),
+                offset: self.offset,
+                events: self.events,
+            });
+        }
+        if crc(&buf) != sum {
+            self.offset -= len as u64;
+            return Err(self.corrupt(format!("{what} checksum mismatch")));
+        }
+        Ok(buf)
+    }
+
+    /// Reads as much of `buf` as the file has; returns how much was read.
+    fn read_exact_or_eof(&mut self, buf: &mut [u8]) -> Result<usize, TraceError> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.input.read(&mut buf[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(TraceError::Io {
+                        path: self.path.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+        self.offset += got as u64;
+        Ok(got)
+    }
+
+    fn corrupt(&self, what: String) -> TraceError {
+        TraceError::Corrupt {
+            path: self.path.clone(),
+            offset: self.offset,
+            what,
+        }
+    }
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+}
+
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid clock id and out pointer.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn uname_field(pick: impl Fn(&libc::utsname) -> &[libc::c_char; 65]) -> String {
+    // SAFETY: utsname is plain old data filled by the kernel.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    let field = pick(&u);
+    let bytes: Vec<u8> = field
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The kernel release (`uname -r`).
+pub fn kernel_release() -> String {
+    uname_field(|u| &u.release)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{abi_addr, tt_hdr, tt_window_adv, Body};
+
+    fn events(n: usize) -> Vec<Event> {
+        let (family, saddr) = abi_addr("198.18.0.2".parse().unwrap());
+        (0..n)
+            .map(|i| {
+                let hdr = tt_hdr {
+                    ts_ns: i as u64,
+                    sock_cookie: 9,
+                    family,
+                    saddr,
+                    sport: 5001,
+                    ..Default::default()
+                };
+                let body = tt_window_adv {
+                    seq: i as u32,
+                    window: 26844,
+                    rcv_mss: 8948,
+                    ..Default::default()
+                };
+                Event::new(hdr, Body::WindowAdv(body))
+            })
+            .collect()
+    }
+
+    fn write(path: &Path, evs: &[Event]) -> TraceSummary {
+        let mut meta = TraceMeta::for_this_host();
+        meta.sample_every = 4;
+        let mut w = TraceWriter::create(path, &meta).unwrap();
+        for ev in evs {
+            w.write_event(ev).unwrap();
+        }
+        let mut summary = TraceSummary {
+            events: w.events(),
+            end_reason: "duration".into(),
+            ..Default::default()
+        };
+        summary.lost.insert("window_adv".into(), 3);
+        w.finish(&summary).unwrap();
+        summary
+    }
+
+    fn read_all(path: &Path) -> Result<(TraceMeta, Vec<Event>, TraceSummary), TraceError> {
+        let mut r = TraceReader::open(path)?;
+        let mut out = Vec::new();
+        let summary = r.for_each(|ev| out.push(*ev))?.clone();
+        Ok((r.meta().clone(), out, summary))
+    }
+
+    fn tmp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tt-trace-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
+    #[test]
+    fn round_trip_spans_blocks() {
+        let path = tmp("round.ttr");
+        // Enough events for several 256 KiB blocks.
+        let evs = events(10_000);
+        let summary = write(&path, &evs);
+        let (meta, back, got) = read_all(&path).unwrap();
+        assert_eq!(meta.sample_every, 4);
+        assert_eq!(meta.abi_version, crate::abi::TT_ABI_VERSION);
+        assert!(meta.record_sizes["window_adv"] > 72);
+        assert_eq!(back.len(), evs.len());
+        assert_eq!(got, summary);
+        assert_eq!(got.lost_total(), 3);
+        for (a, b) in evs.iter().zip(&back) {
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            a.encode(&mut x);
+            b.encode(&mut y);
+            assert_eq!(x, y);
+        }
+    }
+
+    #[test]
+    fn truncated_files_are_rejected_at_every_cut() {
+        let path = tmp("trunc.ttr");
+        write(&path, &events(3000));
+        let bytes = std::fs::read(&path).unwrap();
+        let cut_path = tmp("trunc-cut.ttr");
+        for cut in [0, 5, 8, 20, 300, bytes.len() / 2, bytes.len() - 1] {
+            std::fs::write(&cut_path, &bytes[..cut]).unwrap();
+            let err = read_all(&cut_path).unwrap_err();
+            let ok = match cut {
+                0..=7 => matches!(err, TraceError::NotATrace(_)),
+                _ => matches!(err, TraceError::Truncated { .. }),
+            };
+            assert!(ok, "cut at {cut}: {err}");
+        }
+    }
+
+    #[test]
+    fn corruption_is_detected() {
+        let path = tmp("corrupt.ttr");
+        write(&path, &events(500));
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = read_all(&path).unwrap_err();
+        assert!(matches!(err, TraceError::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("checksum"), "{err}");
+
+        std::fs::write(&path, b"GIF89a not a trace at all").unwrap();
+        assert!(matches!(
+            read_all(&path).unwrap_err(),
+            TraceError::NotATrace(_)
+        ));
+    }
+
+    #[test]
+    fn absurd_lengths_do_not_allocate() {
+        let path = tmp("huge.ttr");
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(
+            read_all(&path).unwrap_err(),
+            TraceError::Corrupt { .. }
+        ));
+    }
+}

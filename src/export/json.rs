@@ -1,0 +1,159 @@
+//! Events as JSON objects (for `dump --json`) and as text lines (for people).
+//!
+//! The header's fields come first under stable names (`kind`, `ts_ns`, `cpu`,
+//! `sock_cookie`, `saddr`, `sport`, `daddr`, `dport`, ...), then the body's
+//! fields under the kernel's names, exactly as in `bpf/tenge_abi.h`.
+
+use crate::event::{ip_of, Body, Event};
+use serde_json::{Map, Value};
+use std::fmt::Write;
+
+fn body_value(body: &Body) -> Value {
+    let value = match body {
+        Body::Sendmsg(b) => serde_json::to_value(b),
+        Body::WindowAdv(b) => serde_json::to_value(b),
+        Body::DevStartXmit(b) | Body::DevXmit(b) | Body::RxEntry(b) | Body::NetifReceive(b) => {
+            serde_json::to_value(b)
+        }
+        Body::NapiPoll(b) => serde_json::to_value(b),
+        Body::TcpRcv(b) => serde_json::to_value(b),
+        Body::DataReady(b) => serde_json::to_value(b),
+        Body::CopyDatagram(b) => serde_json::to_value(b),
+        Body::AppRead(b) => serde_json::to_value(b),
+        Body::State(b) => serde_json::to_value(b),
+        Body::Retransmit(b) => serde_json::to_value(b),
+        Body::KfreeSkb(b) => serde_json::to_value(b),
+        Body::CpuSample(b) => serde_json::to_value(b),
+    };
+    value.expect("ABI bodies serialize")
+}
+
+/// The variant name for kinds that have several hooks.
+fn variant_name(ev: &Event) -> Option<&'static str> {
+    match ev.body {
+        Body::RxEntry(_) => Some(match ev.hdr.variant {
+            0 => "napi_gro_receive_entry",
+            1 => "netif_receive_skb_entry",
+            _ => "netif_rx_entry",
+        }),
+        _ => None,
+    }
+}
+
+/// One event as a JSON object.
+pub fn event_json(ev: &Event) -> Value {
+    let h = &ev.hdr;
+    let mut map = Map::new();
+    map.insert("kind".into(), ev.kind_name().into());
+    map.insert("ts_ns".into(), h.ts_ns.into());
+    map.insert("cpu".into(), h.cpu.into());
+    map.insert("sock_cookie".into(), h.sock_cookie.into());
+    let addr = |a: &[u8; 16]| ip_of(h.family, a).map_or(Value::Null, |ip| ip.to_string().into());
+    map.insert("saddr".into(), addr(&h.saddr));
+    map.insert("sport".into(), h.sport.into());
+    map.insert("daddr".into(), addr(&h.daddr));
+    map.insert("dport".into(), h.dport.into());
+    map.insert("netns".into(), h.netns.into());
+    map.insert("skb".into(), format!("{:#x}", h.skb).into());
+    if let Some(variant) = variant_name(ev) {
+        map.insert("hook".into(), variant.into());
+    }
+    if let Value::Object(body) = body_value(&ev.body) {
+        map.extend(body.into_iter().filter(|(k, _)| !k.starts_with("_pad")));
+    }
+    Value::Object(map)
+}
+
+/// One event as a line for people: time, CPU, kind, flow, then the body's fields.
+pub fn event_text(ev: &Event, out: &mut String) {
+    let h = &ev.hdr;
+    let _ = write!(
+        out,
+        "{:>10}.{:06} cpu{:<2} {:<14}",
+        h.ts_ns / 1_000_000_000,
+        h.ts_ns % 1_000_000_000 / 1000,
+        h.cpu,
+        ev.kind_name()
+    );
+    match (ev.src(), ev.dst()) {
+        (Some(s), Some(d)) => {
+            let _ = write!(out, " {s} > {d}");
+        }
+        _ => out.push_str(" -"),
+    }
+    if h.sock_cookie != 0 {
+        let _ = write!(out, " cookie={}", h.sock_cookie);
+    }
+    if let Some(variant) = variant_name(ev) {
+        let _ = write!(out, " hook={variant}");
+    }
+    if let Value::Object(body) = body_value(&ev.body) {
+        for (k, v) in body.iter().filter(|(k, _)| !k.starts_with("_pad")) {
+            let _ = write!(out, " {k}={v}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{abi_addr, tt_hdr, tt_window_adv};
+
+    #[test]
+    fn window_adv_has_the_contract_fields() {
+        let (family, saddr) = abi_addr("198.18.0.2".parse().unwrap());
+        let (_, daddr) = abi_addr("198.18.0.1".parse().unwrap());
+        let hdr = tt_hdr {
+            ts_ns: 5,
+            cpu: 1,
+            sock_cookie: 3,
+            family,
+            saddr,
+            daddr,
+            sport: 5001,
+            dport: 4000,
+            ..Default::default()
+        };
+        let body = tt_window_adv {
+            seq: 10,
+            ack: 20,
+            window: 26844,
+            rcv_mss: 8948,
+            sk_rcvbuf: 66000,
+            ..Default::default()
+        };
+        let v = event_json(&Event::new(hdr, Body::WindowAdv(body)));
+        assert_eq!(v["kind"], "window_adv");
+        assert_eq!(v["saddr"], "198.18.0.2");
+        assert_eq!(v["dport"], 4000);
+        assert_eq!(
+            (v["seq"].as_u64(), v["ack"].as_u64(), v["window"].as_u64()),
+            (Some(10), Some(20), Some(26844))
+        );
+        for field in [
+            "sk_rcvbuf",
+            "sk_rmem_alloc",
+            "sk_backlog_len",
+            "scaling_ratio",
+            "window_clamp",
+            "rcv_ssthresh",
+            "rcv_wscale",
+            "rcv_mss",
+            "rcv_wnd",
+            "advmss",
+        ] {
+            assert!(v.get(field).is_some(), "{field} missing");
+        }
+        assert!(v
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| !k.starts_with("_pad")));
+        let mut line = String::new();
+        event_text(&Event::new(hdr, Body::WindowAdv(body)), &mut line);
+        assert!(
+            line.contains("198.18.0.2:5001 > 198.18.0.1:4000") && line.contains("window=26844"),
+            "{line}"
+        );
+    }
+}
