@@ -1,0 +1,203 @@
+//! Argument definitions.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tenge-trace",
+    version = crate::cmd::VERSION,
+    about = "eBPF TCP path profiler: per-packet stage costs, MSS-aligned window clamping and SWS stalls",
+    long_about = "tenge-trace follows TCP packets through the Linux stack with eBPF tracepoints \
+(device, NAPI/GRO, TCP send and receive, window selection) and tells where time goes and \
+what limits the window: MSS-rounded advertised windows, silly-window-syndrome stalls, \
+receive-window, congestion-window and send-buffer limits.\n\n\
+Typical use:\n  tenge-trace check                  # can this kernel do it?\n  \
+tenge-trace lab --scenario mss-clamp  # built-in namespace pair with a real transfer\n  \
+tenge-trace record -o t.ttr --port 5201 -- iperf3 -c HOST\n  \
+tenge-trace report t.ttr\n  tenge-trace watch --port 5201"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check the kernel: release, BTF, privileges, which hook families load, and the probe plan.
+    Check {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record per-packet events to a trace file.
+    Record(RecordArgs),
+    /// Print the events of a trace file, one per line.
+    Dump(DumpArgs),
+    /// Analyse a trace file: window pathologies, limits and path costs.
+    Report(ReportArgs),
+    /// Trace live and alert as flows become window-limited, clamped or stalled.
+    Watch(WatchArgs),
+    /// Render a path-cost (or CPU) flamegraph from a trace file.
+    Flamegraph(FlamegraphArgs),
+    /// Run a real TCP transfer between two fresh network namespaces and trace it.
+    Lab(LabArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FilterArgs {
+    /// Only connections with this local or remote port.
+    #[arg(long, value_name = "N")]
+    pub port: Option<u16>,
+    /// Only connections with this local or remote address.
+    #[arg(long, value_name = "IP")]
+    pub addr: Option<IpAddr>,
+    /// Only this network namespace (a name from `ip netns list`); default: all.
+    #[arg(long, value_name = "NAME")]
+    pub netns: Option<String>,
+    /// Keep 1 packet in N (chosen by packet identity, so every stage of a kept packet is seen).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub sample: u32,
+    /// Ring buffer size in MiB (a power of two).
+    #[arg(long, value_name = "MIB", default_value_t = 16)]
+    pub ring_mib: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// Trace file to write.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    /// Stop after this many seconds (default: until the command exits or Ctrl-C).
+    #[arg(long, value_name = "S")]
+    pub duration: Option<f64>,
+    /// Also sample kernel and user stacks on every CPU (perf_event, cpu-clock).
+    #[arg(long)]
+    pub cpu_profile: bool,
+    /// Sampling frequency for --cpu-profile.
+    #[arg(long, value_name = "HZ", default_value_t = 99)]
+    pub cpu_hz: u64,
+    /// No progress line.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Command to run while recording; recording stops when it exits.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    pub file: PathBuf,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Only events of these kinds (e.g. window_adv, tcp_rcv); repeatable.
+    #[arg(long, value_name = "KIND")]
+    pub kind: Vec<String>,
+    /// Only events of this socket cookie.
+    #[arg(long, value_name = "COOKIE")]
+    pub flow: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    pub file: PathBuf,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub alerts: AlertArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AlertArgs {
+    /// A condition must last this long before it is an alert.
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub min_duration: u64,
+    /// Alert when the loss or the limited fraction exceeds this percentage.
+    #[arg(long, value_name = "PCT", default_value_t = 10.0)]
+    pub threshold: f64,
+}
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub alerts: AlertArgs,
+    /// Alerts and the summary as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit (status 3) at the first alert.
+    #[arg(long)]
+    pub exit_on_alert: bool,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long, value_name = "S")]
+    pub duration: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+pub struct FlamegraphArgs {
+    pub file: PathBuf,
+    /// Output file (SVG, or folded stacks with --folded).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Write folded stacks instead of an SVG.
+    #[arg(long)]
+    pub folded: bool,
+    /// Only this socket cookie.
+    #[arg(long, value_name = "COOKIE")]
+    pub flow: Option<u64>,
+    /// Where the CPU time went (needs a recording made with --cpu-profile).
+    #[arg(long)]
+    pub cpu: bool,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ReaderKind {
+    Fast,
+    Slow,
+}
+
+#[derive(Args, Debug)]
+pub struct LabArgs {
+    /// A named scenario (its settings can be overridden by the flags below).
+    #[arg(long, value_name = "NAME")]
+    pub scenario: Option<String>,
+    /// List the scenarios and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// MTU of the veth pair.
+    #[arg(long, value_name = "N")]
+    pub mtu: Option<u32>,
+    /// SO_RCVBUF of the receiver, set before listen().
+    #[arg(long, value_name = "BYTES")]
+    pub rcvbuf: Option<u32>,
+    /// TCP window scaling in the receiver's namespace.
+    #[arg(long, value_name = "on|off")]
+    pub window_scaling: Option<OnOff>,
+    /// How the receiver reads: at once, or slowly (SWS stalls).
+    #[arg(long)]
+    pub reader: Option<ReaderKind>,
+    /// Bytes to transfer.
+    #[arg(long, value_name = "N")]
+    pub bytes: Option<u64>,
+    /// Also keep the recording.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Keep 1 packet in N.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub sample: u32,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
