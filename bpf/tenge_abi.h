@@ -17,21 +17,21 @@
 
 /* Event kinds. Keep the numbers stable: they are stored in trace files. */
 enum tt_kind {
-	TT_KIND_SENDMSG = 1,	   /* tcp:tcp_sendmsg_locked: app write (T0) */
-	TT_KIND_WINDOW_ADV = 2,	   /* net:net_dev_queue: every outgoing TCP segment (T1) */
+	TT_KIND_SENDMSG = 1,	    /* tcp:tcp_sendmsg_locked: app write (T0) */
+	TT_KIND_WINDOW_ADV = 2,	    /* net:net_dev_queue: every outgoing TCP segment (T1) */
 	TT_KIND_DEV_START_XMIT = 3, /* net:net_dev_start_xmit: driver gets it (T3) */
-	TT_KIND_DEV_XMIT = 4,	   /* net:net_dev_xmit: driver returned */
-	TT_KIND_NAPI_POLL = 5,	   /* napi:napi_poll: one poll, its work and budget */
-	TT_KIND_RX_ENTRY = 6,	   /* driver hands the skb to the stack (R0) */
-	TT_KIND_NETIF_RECEIVE = 7, /* net:netif_receive_skb: after GRO/backlog (R1) */
-	TT_KIND_TCP_RCV = 8,	   /* tcp:tcp_probe: TCP takes a segment (R2, and ACKs) */
-	TT_KIND_DATA_READY = 9,	   /* sock:sk_data_ready: readable (R3) */
+	TT_KIND_DEV_XMIT = 4,	    /* net:net_dev_xmit: driver returned */
+	TT_KIND_NAPI_POLL = 5,	    /* napi:napi_poll: one poll, its work and budget */
+	TT_KIND_RX_ENTRY = 6,	    /* driver hands the skb to the stack (R0) */
+	TT_KIND_NETIF_RECEIVE = 7,  /* net:netif_receive_skb: after GRO/backlog (R1) */
+	TT_KIND_TCP_RCV = 8,	    /* tcp:tcp_probe: TCP takes a segment (R2, and ACKs) */
+	TT_KIND_DATA_READY = 9,	    /* sock:sk_data_ready: readable (R3) */
 	TT_KIND_COPY_DATAGRAM = 10, /* skb:skb_copy_datagram_iovec: copy to user (R4) */
-	TT_KIND_APP_READ = 11,	   /* sock:sock_recv_length: the read returned */
-	TT_KIND_STATE = 12,	   /* sock:inet_sock_set_state */
-	TT_KIND_RETRANSMIT = 13,   /* tcp:tcp_retransmit_skb */
-	TT_KIND_KFREE_SKB = 14,	   /* skb:kfree_skb: a drop, with its reason */
-	TT_KIND_CPU_SAMPLE = 15,   /* perf_event cpu-clock sample */
+	TT_KIND_APP_READ = 11,	    /* sock:sock_recv_length: the read returned */
+	TT_KIND_STATE = 12,	    /* sock:inet_sock_set_state */
+	TT_KIND_RETRANSMIT = 13,    /* tcp:tcp_retransmit_skb */
+	TT_KIND_KFREE_SKB = 14,	    /* skb:kfree_skb: a drop, with its reason */
+	TT_KIND_CPU_SAMPLE = 15,    /* perf_event cpu-clock sample */
 	TT_KIND_MAX = 16,
 };
 
@@ -249,10 +249,10 @@ struct tt_cpu_sample {
 };
 
 /* One ring-buffer record per kind: header + body. */
-#define TT_EVENT(name)                                                         \
-	struct tt_ev_##name {                                                  \
-		struct tt_hdr hdr;                                             \
-		struct tt_##name body;                                         \
+#define TT_EVENT(name)                                                                             \
+	struct tt_ev_##name {                                                                      \
+		struct tt_hdr hdr;                                                                 \
+		struct tt_##name body;                                                             \
 	}
 TT_EVENT(sendmsg);
 TT_EVENT(window_adv);

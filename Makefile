@@ -1,0 +1,30 @@
+# The two commands of the README:
+#   make lab    installs what is missing, builds, and traces a real transfer between two namespaces
+#   make test   installs what is missing, builds, and runs every test (root: real kernel, real BPF)
+CARGO ?= cargo
+SCENARIO ?= mss-clamp
+BIN = target/release/tenge-trace
+
+.PHONY: deps build lab test lint bench man clean
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release --workspace
+
+lab: build
+	$(BIN) lab --scenario $(SCENARIO)
+
+test: deps
+	$(CARGO) test --workspace -- --test-threads=2
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	clang-format --dry-run --Werror bpf/*.c bpf/*.h
+
+bench: build
+	$(BIN) bench
+
+clean:
+	$(CARGO) clean
