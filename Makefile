@@ -5,7 +5,7 @@ CARGO ?= cargo
 SCENARIO ?= mss-clamp
 BIN = target/release/tenge-trace
 
-.PHONY: deps build lab test lint bench man clean
+.PHONY: deps build lab test lint bench man deb clean
 deps:
 	./scripts/install-deps.sh
 
@@ -28,3 +28,11 @@ bench: build
 
 clean:
 	$(CARGO) clean
+
+# Man pages and completions (target/docs), and a Debian package (needs cargo-deb).
+man: build
+	$(BIN) gen-docs --out target/docs
+
+deb: man
+	command -v cargo-deb >/dev/null || $(CARGO) install cargo-deb --locked
+	$(CARGO) deb -p tenge-trace-cli --no-build

@@ -43,6 +43,12 @@ pub enum Command {
     Flamegraph(FlamegraphArgs),
     /// Run a real TCP transfer between two fresh network namespaces and trace it.
     Lab(LabArgs),
+    /// Write the man pages and shell completions (bash, zsh, fish) into a directory.
+    #[command(hide = true)]
+    GenDocs {
+        #[arg(long, value_name = "DIR", default_value = "target/docs")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Args, Debug, Clone)]

@@ -1,7 +1,6 @@
 //! `tenge-trace dump FILE [--json]`: one event per line.
 
 use crate::cli::DumpArgs;
-use std::io::Write;
 use std::process::ExitCode;
 use tenge_trace::export::json::{event_json, event_text};
 use tenge_trace::flow::FlowTable;

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod dump;
+mod gen_docs;
 
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("TEN
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Dump(args) => dump::run(args),
+        Command::GenDocs { out } => gen_docs::run(&out),
         other => anyhow::bail!("{other:?}: not built yet"),
     }
 }
