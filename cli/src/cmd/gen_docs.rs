@@ -16,6 +16,10 @@ pub fn run(out: &Path) -> anyhow::Result<ExitCode> {
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         clap_complete::generate_to(shell, &mut cmd.clone(), "tenge-trace", &completions)?;
     }
-    println!("man pages in {}, completions in {}", man.display(), completions.display());
+    println!(
+        "man pages in {}, completions in {}",
+        man.display(),
+        completions.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,12 @@ mod gen_docs;
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
 
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("TENGE_GIT_REV"), ")");
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("TENGE_GIT_REV"),
+    ")"
+);
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -19,7 +24,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// Writes to stdout (and flushes on an empty write). Returns false when the
 /// reader has gone (`| head`): a normal end, not an error.
 pub fn write_stdout(out: &mut impl std::io::Write, bytes: &[u8]) -> anyhow::Result<bool> {
-    let res = if bytes.is_empty() { out.flush() } else { out.write_all(bytes) };
+    let res = if bytes.is_empty() {
+        out.flush()
+    } else {
+        out.write_all(bytes)
+    };
     match res {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
         other => other.map(|_| true).map_err(Into::into),

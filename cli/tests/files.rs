@@ -1,0 +1,152 @@
+//! The CLI on trace files: no BPF, no privileges. Files are built here with the
+//! library's writer, so every number below is known.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tenge_trace::event::{abi_addr, tt_hdr, tt_window_adv, Body, Event};
+use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tt-cli-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// A receiver advertising 26844 (= 3 x 8948) from 27001 bytes of free space, 20 times.
+fn write_trace(path: &Path, lost: u64) {
+    let (family, saddr) = abi_addr("198.18.0.2".parse().unwrap());
+    let (_, daddr) = abi_addr("198.18.0.1".parse().unwrap());
+    let mut w = TraceWriter::create(path, &TraceMeta::for_this_host()).unwrap();
+    for i in 0..20u32 {
+        let hdr = tt_hdr {
+            ts_ns: 1_000_000 * i as u64,
+            sock_cookie: 4242,
+            family,
+            saddr,
+            daddr,
+            sport: 5001,
+            dport: 40000,
+            ..Default::default()
+        };
+        let body = tt_window_adv {
+            seq: 1,
+            ack: 1000 + i * 8948,
+            window: 26844,
+            win_raw: 26844,
+            rcv_mss: 8948,
+            advmss: 8948,
+            ..Default::default()
+        };
+        w.write_event(&Event::new(hdr, Body::WindowAdv(body)))
+            .unwrap();
+    }
+    let mut summary = TraceSummary {
+        events: 20,
+        end_reason: "duration".into(),
+        ..Default::default()
+    };
+    summary.lost.insert("window_adv".into(), lost);
+    w.finish(&summary).unwrap();
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("run tenge-trace")
+}
+
+#[test]
+fn dump_json_lines_carry_the_contract_fields() {
+    let path = tmp("dump.ttr");
+    write_trace(&path, 0);
+    let out = run(bin().arg("dump").arg(&path).arg("--json"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 20);
+    let first = &lines[0];
+    for field in [
+        "kind",
+        "ts_ns",
+        "cpu",
+        "sock_cookie",
+        "saddr",
+        "sport",
+        "daddr",
+        "dport",
+        "seq",
+        "ack",
+        "window",
+    ] {
+        assert!(first.get(field).is_some(), "{field} missing in {first}");
+    }
+    assert_eq!(first["kind"], "window_adv");
+    assert_eq!(first["window"], 26844);
+    assert_eq!(lines[19]["ack"], 1000 + 19 * 8948);
+    assert_eq!(first["saddr"], "198.18.0.2");
+}
+
+#[test]
+fn dump_filters_by_kind_and_flow_and_warns_about_losses() {
+    let path = tmp("filters.ttr");
+    write_trace(&path, 7);
+    let out = run(bin().arg("dump").arg(&path).args(["--kind", "tcp_rcv"]));
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("7 events were lost"));
+    let out = run(bin().arg("dump").arg(&path).args(["--flow", "4242"]));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 20);
+    let out = run(bin()
+        .arg("dump")
+        .arg(&path)
+        .args(["--kind", "no_such_kind"]));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown event kind"));
+}
+
+#[test]
+fn truncated_corrupt_and_missing_files_fail_clearly() {
+    let path = tmp("whole.ttr");
+    write_trace(&path, 0);
+    let bytes = std::fs::read(&path).unwrap();
+
+    let cut = tmp("cut.ttr");
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    let out = run(bin().arg("dump").arg(&cut));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("truncated"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    let bad = tmp("bad.ttr");
+    let mut flipped = bytes.clone();
+    let at = bytes.len() / 2;
+    flipped[at] ^= 0x55;
+    std::fs::write(&bad, &flipped).unwrap();
+    let out = run(bin().arg("dump").arg(&bad));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("corrupt"));
+
+    let out = run(bin().arg("dump").arg(tmp("does-not-exist.ttr")));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
+}
+
+#[test]
+fn version_names_the_git_revision() {
+    let out = run(bin().arg("--version"));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("tenge-trace ") && text.contains("(git "),
+        "{text}"
+    );
+}
