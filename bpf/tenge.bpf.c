@@ -11,35 +11,33 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* tp_btf and raw_tp programs take the same arguments. */
-#define BTF_AND_RAW(name, tp, call, args...)                                   \
-	SEC("tp_btf/" #tp)                                                     \
-	int BPF_PROG(name##_btf, args)                                         \
-	{                                                                      \
-		const bool trusted __attribute__((unused)) = true;                                     \
-		return call;                                                   \
-	}                                                                      \
-	SEC("raw_tp/" #tp)                                                     \
-	int BPF_PROG(name##_raw, args)                                         \
-	{                                                                      \
-		const bool trusted __attribute__((unused)) = false;                                    \
-		return call;                                                   \
+#define BTF_AND_RAW(name, tp, call, args...)                                                       \
+	SEC("tp_btf/" #tp)                                                                         \
+	int BPF_PROG(name##_btf, args)                                                             \
+	{                                                                                          \
+		const bool trusted __attribute__((unused)) = true;                                 \
+		return call;                                                                       \
+	}                                                                                          \
+	SEC("raw_tp/" #tp)                                                                         \
+	int BPF_PROG(name##_raw, args)                                                             \
+	{                                                                                          \
+		const bool trusted __attribute__((unused)) = false;                                \
+		return call;                                                                       \
 	}
 
 /* Classic tracepoint: `ctx` is the tracepoint's trace_event_raw_<tp>. */
-#define TRACEPOINT(name, cat, tp, ctx_type, call)                              \
-	SEC("tracepoint/" #cat "/" #tp)                                        \
-	int name##_tp(struct ctx_type *ctx)                                    \
-	{                                                                      \
-		const bool trusted __attribute__((unused)) = false;                                    \
-		return call;                                                   \
+#define TRACEPOINT(name, cat, tp, ctx_type, call)                                                  \
+	SEC("tracepoint/" #cat "/" #tp)                                                            \
+	int name##_tp(struct ctx_type *ctx)                                                        \
+	{                                                                                          \
+		const bool trusted __attribute__((unused)) = false;                                \
+		return call;                                                                       \
 	}
 
 /* ---- sendmsg: tcp:tcp_sendmsg_locked ------------------------------------- */
 
-static __always_inline int sendmsg_body(const struct sock *sk,
-					const struct msghdr *msg,
-					const struct sk_buff *skb,
-					int size_goal, bool trusted)
+static __always_inline int sendmsg_body(const struct sock *sk, const struct msghdr *msg,
+					const struct sk_buff *skb, int size_goal, bool trusted)
 {
 	const struct tcp_sock *tp = (const void *)sk;
 	struct tt_hdr h = {};
@@ -64,9 +62,8 @@ static __always_inline int sendmsg_body(const struct sock *sk,
 	return 0;
 }
 
-BTF_AND_RAW(sendmsg, tcp_sendmsg_locked,
-	    sendmsg_body(sk, msg, skb, size_goal, trusted), struct sock *sk,
-	    struct msghdr *msg, struct sk_buff *skb, int size_goal)
+BTF_AND_RAW(sendmsg, tcp_sendmsg_locked, sendmsg_body(sk, msg, skb, size_goal, trusted),
+	    struct sock *sk, struct msghdr *msg, struct sk_buff *skb, int size_goal)
 
 /* The function runs once per call, not per copy iteration: no skb, no goal. */
 SEC("fentry/tcp_sendmsg_locked")
@@ -103,13 +100,11 @@ static __always_inline int data_ready_body(const struct sock *sk, bool trusted)
 	return 0;
 }
 
-BTF_AND_RAW(data_ready, sk_data_ready, data_ready_body(sk, trusted),
-	    struct sock *sk)
+BTF_AND_RAW(data_ready, sk_data_ready, data_ready_body(sk, trusted), struct sock *sk)
 TRACEPOINT(data_ready, sock, sk_data_ready, trace_event_raw_sk_data_ready,
 	   data_ready_body(ctx->skaddr, trusted))
 
-static __always_inline int app_read_body(const struct sock *sk, int ret,
-					 bool trusted)
+static __always_inline int app_read_body(const struct sock *sk, int ret, bool trusted)
 {
 	const struct tcp_sock *tp = (const void *)sk;
 	struct tt_hdr h = {};
@@ -131,14 +126,14 @@ static __always_inline int app_read_body(const struct sock *sk, int ret,
 	return 0;
 }
 
-BTF_AND_RAW(app_read, sock_recv_length, app_read_body(sk, ret, trusted),
-	    struct sock *sk, int ret, int flags)
+BTF_AND_RAW(app_read, sock_recv_length, app_read_body(sk, ret, trusted), struct sock *sk, int ret,
+	    int flags)
 TRACEPOINT(app_read, sock, sock_recv_length, trace_event_raw_sock_msg_length,
 	   app_read_body(ctx->sk, ctx->ret, trusted))
 
 /* Never sampled: rare, and the flow table needs every transition. */
-static __always_inline int state_body(const struct sock *sk, int oldstate,
-				      int newstate, bool trusted)
+static __always_inline int state_body(const struct sock *sk, int oldstate, int newstate,
+				      bool trusted)
 {
 	const struct tcp_sock *tp = (const void *)sk;
 	struct tt_hdr h = {};
@@ -154,17 +149,15 @@ static __always_inline int state_body(const struct sock *sk, int oldstate,
 	return 0;
 }
 
-BTF_AND_RAW(state, inet_sock_set_state,
-	    state_body(sk, oldstate, newstate, trusted), struct sock *sk,
-	    int oldstate, int newstate)
-TRACEPOINT(state, sock, inet_sock_set_state,
-	   trace_event_raw_inet_sock_set_state,
+BTF_AND_RAW(state, inet_sock_set_state, state_body(sk, oldstate, newstate, trusted),
+	    struct sock *sk, int oldstate, int newstate)
+TRACEPOINT(state, sock, inet_sock_set_state, trace_event_raw_inet_sock_set_state,
 	   state_body(ctx->skaddr, ctx->oldstate, ctx->newstate, trusted))
 
 /* ---- tcp_rcv: tcp:tcp_probe ---------------------------------------------- */
 
-static __always_inline int tcp_rcv_body(const struct sock *sk,
-					const struct sk_buff *skb, bool trusted)
+static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_buff *skb,
+					bool trusted)
 {
 	const struct tcp_sock *tp = (const void *)sk;
 	const struct tcp_skb_cb *cb = tcp_cb(skb);
@@ -215,14 +208,13 @@ static __always_inline int tcp_rcv_body(const struct sock *sk,
 	b->jiffies = bpf_jiffies64();
 	b->chrono_type = BPF_CORE_READ(tp, chrono_type);
 	b->backlog = BPF_CORE_READ(sk, sk_lock.owned) != 0;
-	b->ca_state = BPF_CORE_READ_BITFIELD_PROBED(&tp->inet_conn,
-						    icsk_ca_state);
+	b->ca_state = BPF_CORE_READ_BITFIELD_PROBED(&tp->inet_conn, icsk_ca_state);
 	submit(ev);
 	return 0;
 }
 
-BTF_AND_RAW(tcp_rcv, tcp_probe, tcp_rcv_body(sk, skb, trusted),
-	    struct sock *sk, struct sk_buff *skb)
+BTF_AND_RAW(tcp_rcv, tcp_probe, tcp_rcv_body(sk, skb, trusted), struct sock *sk,
+	    struct sk_buff *skb)
 TRACEPOINT(tcp_rcv, tcp, tcp_probe, trace_event_raw_tcp_probe,
 	   tcp_rcv_body(ctx->skaddr, ctx->skbaddr, trusted))
 
@@ -240,8 +232,7 @@ int BPF_KPROBE(tcp_rcv_kprobe, struct sock *sk, struct sk_buff *skb)
 
 /* ---- copy_datagram, retransmit: skb events of a TCP socket --------------- */
 
-static __always_inline int copy_datagram_body(const struct sk_buff *skb,
-					      int len)
+static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len)
 {
 	const struct tcp_skb_cb *cb = tcp_cb(skb);
 	const struct sock *sk = BPF_CORE_READ(skb, sk);
@@ -262,15 +253,13 @@ static __always_inline int copy_datagram_body(const struct sk_buff *skb,
 	return 0;
 }
 
-BTF_AND_RAW(copy_datagram, skb_copy_datagram_iovec,
-	    copy_datagram_body(skb, len), struct sk_buff *skb, int len)
-TRACEPOINT(copy_datagram, skb, skb_copy_datagram_iovec,
-	   trace_event_raw_skb_copy_datagram_iovec,
+BTF_AND_RAW(copy_datagram, skb_copy_datagram_iovec, copy_datagram_body(skb, len),
+	    struct sk_buff *skb, int len)
+TRACEPOINT(copy_datagram, skb, skb_copy_datagram_iovec, trace_event_raw_skb_copy_datagram_iovec,
 	   copy_datagram_body(ctx->skbaddr, ctx->len))
 
-static __always_inline int retransmit_body(const struct sock *sk,
-					   const struct sk_buff *skb, int err,
-					   bool trusted)
+static __always_inline int retransmit_body(const struct sock *sk, const struct sk_buff *skb,
+					   int err, bool trusted)
 {
 	const struct tcp_skb_cb *cb = tcp_cb(skb);
 	struct tt_hdr h = {};
@@ -287,11 +276,9 @@ static __always_inline int retransmit_body(const struct sock *sk,
 	return 0;
 }
 
-BTF_AND_RAW(retransmit, tcp_retransmit_skb,
-	    retransmit_body(sk, skb, err, trusted), struct sock *sk,
+BTF_AND_RAW(retransmit, tcp_retransmit_skb, retransmit_body(sk, skb, err, trusted), struct sock *sk,
 	    struct sk_buff *skb, int err)
-TRACEPOINT(retransmit, tcp, tcp_retransmit_skb,
-	   trace_event_raw_tcp_retransmit_skb,
+TRACEPOINT(retransmit, tcp, tcp_retransmit_skb, trace_event_raw_tcp_retransmit_skb,
 	   retransmit_body(ctx->skaddr, ctx->skbaddr, ctx->err, trusted))
 
 /* ---- window_adv: net:net_dev_queue --------------------------------------- */
@@ -330,8 +317,7 @@ static __always_inline int window_adv_body(const struct sk_buff *skb)
 	b->tcp_flags = p.flags;
 	b->rcv_wscale = wscale;
 	/* RFC 7323: the window of a SYN segment is never scaled */
-	b->window = p.flags & TCP_FLAG_SYN ? p.win_raw
-					   : (__u32)p.win_raw << wscale;
+	b->window = p.flags & TCP_FLAG_SYN ? p.win_raw : (__u32)p.win_raw << wscale;
 	b->gso_segs = BPF_CORE_READ(shinfo, gso_segs);
 	b->gso_size = BPF_CORE_READ(shinfo, gso_size);
 	b->sk_rcvbuf = BPF_CORE_READ(sk, sk_rcvbuf);
@@ -357,14 +343,13 @@ static __always_inline int window_adv_body(const struct sk_buff *skb)
 	b->icsk_probes_out = BPF_CORE_READ(tp, inet_conn.icsk_probes_out);
 	b->icsk_backoff = BPF_CORE_READ(tp, inet_conn.icsk_backoff);
 	if (bpf_core_field_exists(struct netns_ipv4, sysctl_tcp_shrink_window))
-		b->tcp_shrink_window = BPF_CORE_READ(
-			sk, __sk_common.skc_net.net, ipv4.sysctl_tcp_shrink_window);
+		b->tcp_shrink_window =
+		    BPF_CORE_READ(sk, __sk_common.skc_net.net, ipv4.sysctl_tcp_shrink_window);
 	submit(ev);
 	return 0;
 }
 
-BTF_AND_RAW(window_adv, net_dev_queue, window_adv_body(skb),
-	    struct sk_buff *skb)
+BTF_AND_RAW(window_adv, net_dev_queue, window_adv_body(skb), struct sk_buff *skb)
 TRACEPOINT(window_adv, net, net_dev_queue, trace_event_raw_net_dev_template,
 	   window_adv_body(ctx->skbaddr))
 
@@ -383,8 +368,7 @@ int BPF_KPROBE(window_adv_kprobe, struct sk_buff *skb)
 /* ---- device layer: packets parsed from their headers --------------------- */
 
 /* Filter, sample and fill the header of a packet event; false to skip it. */
-static __always_inline bool pkt_wanted(struct tt_hdr *h,
-				       const struct tcp_pkt *p,
+static __always_inline bool pkt_wanted(struct tt_hdr *h, const struct tcp_pkt *p,
 				       const struct sk_buff *skb)
 {
 	if (!port_wanted(h) || !addr_wanted(h) || !sampled(p->seq, p->ack))
@@ -433,10 +417,8 @@ static __always_inline int dev_start_xmit_body(const struct sk_buff *skb)
 	return 0;
 }
 
-BTF_AND_RAW(dev_start_xmit, net_dev_start_xmit, dev_start_xmit_body(skb),
-	    struct sk_buff *skb)
-TRACEPOINT(dev_start_xmit, net, net_dev_start_xmit,
-	   trace_event_raw_net_dev_start_xmit,
+BTF_AND_RAW(dev_start_xmit, net_dev_start_xmit, dev_start_xmit_body(skb), struct sk_buff *skb)
+TRACEPOINT(dev_start_xmit, net, net_dev_start_xmit, trace_event_raw_net_dev_start_xmit,
 	   dev_start_xmit_body(ctx->skbaddr))
 
 static __always_inline int dev_xmit_body(const struct sk_buff *skb, int rc)
@@ -454,14 +436,12 @@ static __always_inline int dev_xmit_body(const struct sk_buff *skb, int rc)
 	return 0;
 }
 
-BTF_AND_RAW(dev_xmit, net_dev_xmit, dev_xmit_body(skb, rc),
-	    struct sk_buff *skb, int rc)
+BTF_AND_RAW(dev_xmit, net_dev_xmit, dev_xmit_body(skb, rc), struct sk_buff *skb, int rc)
 TRACEPOINT(dev_xmit, net, net_dev_xmit, trace_event_raw_net_dev_xmit,
 	   dev_xmit_body(ctx->skbaddr, ctx->rc))
 
 /* rx_entry (driver entry points) and netif_receive (after GRO). */
-static __always_inline int rx_body(const struct sk_buff *skb, __u8 kind,
-				   __u8 variant)
+static __always_inline int rx_body(const struct sk_buff *skb, __u8 kind, __u8 variant)
 {
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
@@ -475,32 +455,28 @@ static __always_inline int rx_body(const struct sk_buff *skb, __u8 kind,
 	return 0;
 }
 
-#define RX_PROBE(name, tp, kind, variant)                                      \
-	BTF_AND_RAW(name, tp, rx_body(skb, kind, variant), struct sk_buff *skb) \
-	TRACEPOINT(name, net, tp, trace_event_raw_net_dev_rx_verbose_template,   \
+#define RX_PROBE(name, tp, kind, variant)                                                          \
+	BTF_AND_RAW(name, tp, rx_body(skb, kind, variant), struct sk_buff *skb)                    \
+	TRACEPOINT(name, net, tp, trace_event_raw_net_dev_rx_verbose_template,                     \
 		   rx_body(ctx->skbaddr, kind, variant))
 
 RX_PROBE(rx_gro, napi_gro_receive_entry, TT_KIND_RX_ENTRY, TT_RX_GRO)
-RX_PROBE(rx_netif_recv, netif_receive_skb_entry, TT_KIND_RX_ENTRY,
-	 TT_RX_NETIF_RECV)
+RX_PROBE(rx_netif_recv, netif_receive_skb_entry, TT_KIND_RX_ENTRY, TT_RX_NETIF_RECV)
 RX_PROBE(rx_netif_rx, netif_rx_entry, TT_KIND_RX_ENTRY, TT_RX_NETIF_RX)
 
-BTF_AND_RAW(netif_receive, netif_receive_skb,
-	    rx_body(skb, TT_KIND_NETIF_RECEIVE, 0), struct sk_buff *skb)
-TRACEPOINT(netif_receive, net, netif_receive_skb,
-	   trace_event_raw_net_dev_template,
+BTF_AND_RAW(netif_receive, netif_receive_skb, rx_body(skb, TT_KIND_NETIF_RECEIVE, 0),
+	    struct sk_buff *skb)
+TRACEPOINT(netif_receive, net, netif_receive_skb, trace_event_raw_net_dev_template,
 	   rx_body(ctx->skbaddr, TT_KIND_NETIF_RECEIVE, 0))
 
 /* Never sampled: the drop is the event. */
-static __always_inline int kfree_skb_body(const struct sk_buff *skb,
-					  const void *location, __u32 reason,
-					  const struct sock *rx_sk)
+static __always_inline int kfree_skb_body(const struct sk_buff *skb, const void *location,
+					  __u32 reason, const struct sock *rx_sk)
 {
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
-	if (!parse_nh(&h, &p, skb, false) || !port_wanted(&h) ||
-	    !addr_wanted(&h))
+	if (!parse_nh(&h, &p, skb, false) || !port_wanted(&h) || !addr_wanted(&h))
 		return 0;
 	const struct sock *sk = BPF_CORE_READ(skb, sk) ?: rx_sk;
 
@@ -523,17 +499,14 @@ static __always_inline int kfree_skb_body(const struct sk_buff *skb,
 	return 0;
 }
 
-BTF_AND_RAW(kfree_skb, kfree_skb,
-	    kfree_skb_body(skb, location, reason, rx_sk), struct sk_buff *skb,
+BTF_AND_RAW(kfree_skb, kfree_skb, kfree_skb_body(skb, location, reason, rx_sk), struct sk_buff *skb,
 	    void *location, enum skb_drop_reason reason, struct sock *rx_sk)
 TRACEPOINT(kfree_skb, skb, kfree_skb, trace_event_raw_kfree_skb,
-	   kfree_skb_body(ctx->skbaddr, ctx->location, ctx->reason,
-			  ctx->rx_sk))
+	   kfree_skb_body(ctx->skbaddr, ctx->location, ctx->reason, ctx->rx_sk))
 
 /* ---- napi_poll: no skb, no flow; only the netns filter applies ----------- */
 
-static __always_inline int napi_poll_body(const struct napi_struct *napi,
-					  int work, int budget)
+static __always_inline int napi_poll_body(const struct napi_struct *napi, int work, int budget)
 {
 	struct tt_hdr h = {};
 	const struct net_device *dev = BPF_CORE_READ(napi, dev);
@@ -551,8 +524,8 @@ static __always_inline int napi_poll_body(const struct napi_struct *napi,
 	return 0;
 }
 
-BTF_AND_RAW(napi_poll, napi_poll, napi_poll_body(napi, work, budget),
-	    struct napi_struct *napi, int work, int budget)
+BTF_AND_RAW(napi_poll, napi_poll, napi_poll_body(napi, work, budget), struct napi_struct *napi,
+	    int work, int budget)
 TRACEPOINT(napi_poll, napi, napi_poll, trace_event_raw_napi_poll,
 	   napi_poll_body(ctx->napi, ctx->work, ctx->budget))
 

@@ -21,15 +21,15 @@
 #include <bpf/bpf_endian.h>
 #include "tenge_abi.h"
 
-#define AF_INET 2
-#define AF_INET6 10
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
-#define IPPROTO_TCP 6
-#define SOCK_STREAM 1
-#define TCP_FLAG_FIN 0x01
-#define TCP_FLAG_SYN 0x02
-#define TCP_STATE_TIME_WAIT 6
+#define AF_INET		       2
+#define AF_INET6	       10
+#define ETH_P_IP	       0x0800
+#define ETH_P_IPV6	       0x86DD
+#define IPPROTO_TCP	       6
+#define SOCK_STREAM	       1
+#define TCP_FLAG_FIN	       0x01
+#define TCP_FLAG_SYN	       0x02
+#define TCP_STATE_TIME_WAIT    6
 #define TCP_STATE_NEW_SYN_RECV 12
 
 /* Filters; 0 (or filter_addr_set == 0) turns one off. */
@@ -58,8 +58,7 @@ struct {
 /* Checked in this order, each as soon as its fields are read. */
 static __always_inline bool port_wanted(const struct tt_hdr *h)
 {
-	return !filter_port || h->sport == filter_port ||
-	       h->dport == filter_port;
+	return !filter_port || h->sport == filter_port || h->dport == filter_port;
 }
 
 static __always_inline bool addr_wanted(const struct tt_hdr *h)
@@ -113,18 +112,17 @@ static __always_inline void submit(void *rec)
 {
 	__u64 queued = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 
-	bpf_ringbuf_submit(rec, queued > wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-						      : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(rec, queued > wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 /* Reserves a `struct tt_ev_<body>` record, fills its header, or returns 0. */
-#define EMIT_BEGIN(ev, body, h, k)                                             \
-	struct tt_ev_##body *ev = reserve(sizeof(*ev), (k));                   \
-	if (!ev)                                                               \
-		return 0;                                                      \
-	ev->hdr = *(h);                                                        \
-	ev->hdr.kind = (k);                                                    \
-	ev->hdr.ts_ns = bpf_ktime_get_ns();                                    \
+#define EMIT_BEGIN(ev, body, h, k)                                                                 \
+	struct tt_ev_##body *ev = reserve(sizeof(*ev), (k));                                       \
+	if (!ev)                                                                                   \
+		return 0;                                                                          \
+	ev->hdr = *(h);                                                                            \
+	ev->hdr.kind = (k);                                                                        \
+	ev->hdr.ts_ns = bpf_ktime_get_ns();                                                        \
 	ev->hdr.cpu = bpf_get_smp_processor_id()
 
 /* ---- sockets ------------------------------------------------------------- */
@@ -165,8 +163,7 @@ static __always_inline bool is_tcp(const struct sock *sk)
 }
 
 /* Header of a socket event (local end first); false if filtered out. */
-static __always_inline bool sock_flow(struct tt_hdr *h, const struct sock *sk,
-				      bool trusted)
+static __always_inline bool sock_flow(struct tt_hdr *h, const struct sock *sk, bool trusted)
 {
 	h->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
 	h->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
@@ -201,8 +198,7 @@ struct tcp_pkt {
 };
 
 /* Fills the flow of `h` and `p` from the TCP header at `th`. */
-static __always_inline void read_tcphdr(struct tt_hdr *h, struct tcp_pkt *p,
-					const __u8 *th)
+static __always_inline void read_tcphdr(struct tt_hdr *h, struct tcp_pkt *p, const __u8 *th)
 {
 	__u16 sport, dport, win;
 	__u32 seq, ack;
@@ -225,8 +221,8 @@ static __always_inline void read_tcphdr(struct tt_hdr *h, struct tcp_pkt *p,
  * second only for IPv4 options). `ip_len` is the L3 length to trust for the
  * payload: the IP header's own when 0. Returns false for anything but TCP.
  */
-static __always_inline bool parse_l3(struct tt_hdr *h, struct tcp_pkt *p,
-				     const void *l3, __u32 ip_len)
+static __always_inline bool parse_l3(struct tt_hdr *h, struct tcp_pkt *p, const void *l3,
+				     __u32 ip_len)
 {
 	__u8 buf[60];
 	__u32 l3_hdr, l4_hdr;
@@ -294,8 +290,8 @@ static __always_inline bool is_ip(const struct sk_buff *skb)
  * before them, and its length counts better than the IP header's, which is
  * not reliable for GSO/BIG TCP packets. A dropped skb may start anywhere.
  */
-static __always_inline bool parse_nh(struct tt_hdr *h, struct tcp_pkt *p,
-				     const struct sk_buff *skb, bool tx)
+static __always_inline bool parse_nh(struct tt_hdr *h, struct tcp_pkt *p, const struct sk_buff *skb,
+				     bool tx)
 {
 	if (!is_ip(skb))
 		return false;
@@ -304,28 +300,24 @@ static __always_inline bool parse_nh(struct tt_hdr *h, struct tcp_pkt *p,
 	__u32 ip_len = 0;
 
 	if (tx)
-		ip_len = BPF_CORE_READ(skb, len) -
-			 (head + nh - BPF_CORE_READ(skb, data));
+		ip_len = BPF_CORE_READ(skb, len) - (head + nh - BPF_CORE_READ(skb, data));
 	return parse_l3(h, p, head + nh, ip_len);
 }
 
 /* An incoming skb at the driver/GRO layer: skb->data is the IP header. */
-static __always_inline bool parse_rx(struct tt_hdr *h, struct tcp_pkt *p,
-				     const struct sk_buff *skb)
+static __always_inline bool parse_rx(struct tt_hdr *h, struct tcp_pkt *p, const struct sk_buff *skb)
 {
 	if (!is_ip(skb))
 		return false;
 	return parse_l3(h, p, BPF_CORE_READ(skb, data), 0);
 }
 
-static __always_inline struct skb_shared_info *
-skb_shinfo_of(const struct sk_buff *skb)
+static __always_inline struct skb_shared_info *skb_shinfo_of(const struct sk_buff *skb)
 {
 	return (void *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
 }
 
-static __always_inline void pkt_body(struct tt_pkt *body,
-				     const struct tcp_pkt *p,
+static __always_inline void pkt_body(struct tt_pkt *body, const struct tcp_pkt *p,
 				     const struct sk_buff *skb)
 {
 	struct skb_shared_info *shinfo = skb_shinfo_of(skb);
@@ -342,11 +334,9 @@ static __always_inline void pkt_body(struct tt_pkt *body,
 }
 
 /* TCP_SKB_CB(skb): the control block TCP keeps in skb->cb. */
-static __always_inline const struct tcp_skb_cb *
-tcp_cb(const struct sk_buff *skb)
+static __always_inline const struct tcp_skb_cb *tcp_cb(const struct sk_buff *skb)
 {
-	return (const void *)((unsigned long)skb +
-			      bpf_core_field_offset(struct sk_buff, cb));
+	return (const void *)((unsigned long)skb + bpf_core_field_offset(struct sk_buff, cb));
 }
 
 #endif /* TENGE_COMMON_BPF_H */

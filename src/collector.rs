@@ -51,8 +51,13 @@ impl Collector {
         mut on_tick: impl FnMut(&CollectStats),
     ) -> anyhow::Result<CollectStats> {
         let started = Instant::now();
-        let mut stats =
-            CollectStats { events: 0, bytes: 0, lost: tracer.lost()?, started, elapsed: Duration::ZERO };
+        let mut stats = CollectStats {
+            events: 0,
+            bytes: 0,
+            lost: tracer.lost()?,
+            started,
+            elapsed: Duration::ZERO,
+        };
         let mut next_tick = started + TICK;
         let mut drain = |tracer: &mut Tracer, stats: &mut CollectStats| {
             let (events, bytes) = tracer.drain(&mut on_record);
@@ -79,7 +84,11 @@ impl Collector {
 
 /// poll(2) for readability; a timeout or a signal is not an error.
 fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) -> anyhow::Result<()> {
-    let mut pollfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pollfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd for the duration of the call.
     let rc = unsafe { libc::poll(&mut pollfd, 1, timeout.as_millis() as libc::c_int) };
     if rc < 0 {

@@ -10,7 +10,8 @@ use super::{Filters, ProbePlan, Tracer, TracerOptions};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::tc::TcAttachType;
 use aya::programs::{
-    BtfTracePoint, FEntry, KProbe, PerfEvent, Program, ProgramError, RawTracePoint, SchedClassifier, TracePoint,
+    BtfTracePoint, FEntry, KProbe, PerfEvent, Program, ProgramError, RawTracePoint,
+    SchedClassifier, TracePoint,
 };
 use aya::{Btf, EbpfLoader, VerifierLogLevel};
 use serde::Serialize;
@@ -70,7 +71,13 @@ impl Capabilities {
             .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
             .unwrap_or(0);
         let has = |cap: u32| effective & (1 << cap) != 0;
-        Capabilities { euid, bpf: has(39), perfmon: has(38), net_admin: has(12), sys_admin: has(21) }
+        Capabilities {
+            euid,
+            bpf: has(39),
+            perfmon: has(38),
+            net_admin: has(12),
+            sys_admin: has(21),
+        }
     }
 }
 
@@ -80,41 +87,68 @@ pub fn check() -> CheckReport {
         Ok(btf) => check_hooks(btf),
         Err(err) => FAMILIES
             .iter()
-            .map(|(family, _)| HookCheck { family: family.to_string(), works: false, error: Some(format!("no BTF: {err}")) })
+            .map(|(family, _)| HookCheck {
+                family: family.to_string(),
+                works: false,
+                error: Some(format!("no BTF: {err}")),
+            })
             .collect(),
     };
     // Port 1 in netns inode 1: nothing matches, so nothing is recorded.
     let nothing = TracerOptions {
-        filters: Filters { port: Some(1), netns: Some(1), ..Filters::default() },
+        filters: Filters {
+            port: Some(1),
+            netns: Some(1),
+            ..Filters::default()
+        },
         ring_bytes: 4096,
-        cpu_profile_hz: None,
+        ..TracerOptions::default()
     };
     let (plan, plan_error) = match Tracer::start(&nothing) {
         Ok(tracer) => (Some(tracer.plan().clone()), None),
         Err(err) => (None, Some(format!("{err:#}"))),
     };
-    CheckReport { kernel: kernel_release(), btf: btf.is_ok(), capabilities: Capabilities::current(), hooks, plan, plan_error }
+    CheckReport {
+        kernel: kernel_release(),
+        btf: btf.is_ok(),
+        capabilities: Capabilities::current(),
+        hooks,
+        plan,
+        plan_error,
+    }
 }
 
 fn check_hooks(btf: &Btf) -> Vec<HookCheck> {
-    let loaded =
-        EbpfLoader::new().btf(Some(btf)).verifier_log_level(VerifierLogLevel::DISABLE).load(CHECK_OBJ);
+    let loaded = EbpfLoader::new()
+        .btf(Some(btf))
+        .verifier_log_level(VerifierLogLevel::DISABLE)
+        .load(CHECK_OBJ);
     let mut ebpf = match loaded {
         Ok(ebpf) => ebpf,
         Err(err) => {
             let error = format!("BPF unavailable: {}", error_chain(&err));
             return FAMILIES
                 .iter()
-                .map(|(family, _)| HookCheck { family: family.to_string(), works: false, error: Some(error.clone()) })
+                .map(|(family, _)| HookCheck {
+                    family: family.to_string(),
+                    works: false,
+                    error: Some(error.clone()),
+                })
                 .collect();
         }
     };
     let hooks = FAMILIES
         .iter()
         .map(|&(family, program)| {
-            let program = ebpf.program_mut(program).expect("check.bpf.c defines every family's program");
+            let program = ebpf
+                .program_mut(program)
+                .expect("check.bpf.c defines every family's program");
             let result = try_family(family, program, btf);
-            HookCheck { family: family.to_string(), works: result.is_ok(), error: result.err().map(|e| error_chain(&e)) }
+            HookCheck {
+                family: family.to_string(),
+                works: result.is_ok(),
+                error: result.err().map(|e| error_chain(&e)),
+            }
         })
         .collect();
     drop(ebpf); // detaches every link made above
@@ -177,6 +211,8 @@ fn kernel_release() -> String {
         if libc::uname(&mut name) != 0 {
             return String::new();
         }
-        std::ffi::CStr::from_ptr(name.release.as_ptr()).to_string_lossy().into_owned()
+        std::ffi::CStr::from_ptr(name.release.as_ptr())
+            .to_string_lossy()
+            .into_owned()
     }
 }

@@ -47,11 +47,19 @@ pub struct TracerOptions {
     pub ring_bytes: u32,
     /// Sample on-CPU stacks at this frequency (cpu-clock, every CPU).
     pub cpu_profile_hz: Option<u64>,
+    /// The backends to try for each probe, in order (default: [`Backend::LADDER`]).
+    /// Narrow it to compare backends or to avoid one.
+    pub backends: Vec<Backend>,
 }
 
 impl Default for TracerOptions {
     fn default() -> Self {
-        TracerOptions { filters: Filters::default(), ring_bytes: 16 << 20, cpu_profile_hz: None }
+        TracerOptions {
+            filters: Filters::default(),
+            ring_bytes: 16 << 20,
+            cpu_profile_hz: None,
+            backends: Backend::LADDER.to_vec(),
+        }
     }
 }
 
@@ -73,7 +81,9 @@ impl Tracer {
         }
         let filters = &options.filters;
         let port = filters.port.unwrap_or(0);
-        let (addr_set, addr) = filters.addr.map_or((0u8, [0u8; 16]), |ip| (1, crate::event::abi_addr(ip).1));
+        let (addr_set, addr) = filters
+            .addr
+            .map_or((0u8, [0u8; 16]), |ip| (1, crate::event::abi_addr(ip).1));
         let netns = filters.netns.unwrap_or(0);
         let wakeup_bytes = u64::from(ring_bytes / 4);
         let mut ebpf = EbpfLoader::new()
@@ -87,17 +97,37 @@ impl Tracer {
             .map_max_entries("events", ring_bytes)
             .verifier_log_level(VerifierLogLevel::DISABLE)
             .load(TENGE_OBJ)
-            .map_err(|err| anyhow::anyhow!("BPF unavailable: cannot create maps: {}", plan::error_chain(&err)))?;
-        let plan = plan::attach_all(&mut ebpf, &btf);
+            .map_err(|err| {
+                anyhow::anyhow!(
+                    "BPF unavailable: cannot create maps: {}",
+                    plan::error_chain(&err)
+                )
+            })?;
+        let plan = plan::attach_all(&mut ebpf, &btf, &options.backends);
         if plan.attached().next().is_none() {
-            let first = plan.probes.first().and_then(|p| p.tried.first());
-            bail!("BPF unavailable: no probe could be attached (first error: {first:?})");
+            let mut errors: Vec<String> = plan
+                .probes
+                .iter()
+                .flat_map(|p| &p.tried)
+                .map(|(b, e)| format!("{b:?}: {e}"))
+                .collect();
+            errors.sort();
+            errors.dedup();
+            bail!(
+                "BPF unavailable: no probe could be attached ({})",
+                errors.join("; ")
+            );
         }
         if let Some(hz) = options.cpu_profile_hz {
             attach_cpu_profile(&mut ebpf, hz)?;
         }
         let ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
-        Ok(Tracer { ring, ebpf, plan, kernel_symbols: OnceLock::new() })
+        Ok(Tracer {
+            ring,
+            ebpf,
+            plan,
+            kernel_symbols: OnceLock::new(),
+        })
     }
 
     pub fn plan(&self) -> &ProbePlan {
@@ -126,20 +156,32 @@ impl Tracer {
     pub fn lost(&self) -> anyhow::Result<Vec<u64>> {
         let map = self.ebpf.map("tt_lost").context("no tt_lost map")?;
         let lost = PerCpuArray::<_, u64>::try_from(map)?;
-        (0..tt_kind::TT_KIND_MAX as u32).map(|kind| Ok(lost.get(&kind, 0)?.iter().sum())).collect()
+        (0..tt_kind::TT_KIND_MAX as u32)
+            .map(|kind| Ok(lost.get(&kind, 0)?.iter().sum()))
+            .collect()
     }
 
     /// Frames of the given stack ids, leaf first: kernel frames as symbol
     /// names, user frames as hex addresses. Unknown or negative ids are absent.
     pub fn resolve_stacks(&self, ids: &[i32]) -> HashMap<i32, Vec<String>> {
-        let Some(stacks) = self.ebpf.map("tt_stacks").and_then(|m| StackTraceMap::try_from(m).ok()) else {
+        let Some(stacks) = self
+            .ebpf
+            .map("tt_stacks")
+            .and_then(|m| StackTraceMap::try_from(m).ok())
+        else {
             return HashMap::new();
         };
-        let symbols = self.kernel_symbols.get_or_init(|| aya::util::kernel_symbols().unwrap_or_default());
+        let symbols = self
+            .kernel_symbols
+            .get_or_init(|| aya::util::kernel_symbols().unwrap_or_default());
         ids.iter()
             .filter_map(|&id| {
                 let trace = stacks.get(&u32::try_from(id).ok()?, 0).ok()?;
-                let frames = trace.frames().iter().map(|frame| symbolize(symbols, frame.ip)).collect();
+                let frames = trace
+                    .frames()
+                    .iter()
+                    .map(|frame| symbolize(symbols, frame.ip))
+                    .collect();
                 Some((id, frames))
             })
             .collect()
@@ -157,7 +199,10 @@ fn symbolize(symbols: &BTreeMap<u64, String>, ip: u64) -> String {
 }
 
 fn attach_cpu_profile(ebpf: &mut Ebpf, hz: u64) -> anyhow::Result<()> {
-    let program: &mut PerfEvent = ebpf.program_mut("cpu_sample").context("no cpu_sample program")?.try_into()?;
+    let program: &mut PerfEvent = ebpf
+        .program_mut("cpu_sample")
+        .context("no cpu_sample program")?
+        .try_into()?;
     program.load().context("loading the perf_event program")?;
     let cpus = aya::util::online_cpus().map_err(|(path, err)| anyhow::anyhow!("{path}: {err}"))?;
     for cpu in cpus {
@@ -184,7 +229,10 @@ fn kernel_btf() -> anyhow::Result<Btf> {
 fn require_privileges() -> anyhow::Result<()> {
     let caps = Capabilities::current();
     if caps.euid != 0 && !(caps.bpf && caps.perfmon) && !caps.sys_admin {
-        bail!("not root: tracing needs root or CAP_BPF + CAP_PERFMON (euid {})", caps.euid);
+        bail!(
+            "not root: tracing needs root or CAP_BPF + CAP_PERFMON (euid {})",
+            caps.euid
+        );
     }
     Ok(())
 }

@@ -6,7 +6,9 @@
 //! attaches; what failed, and why, stays in the [`ProbePlan`]. Nothing here
 //! looks at the kernel version.
 
-use aya::programs::{BtfTracePoint, FEntry, KProbe, Program, ProgramError, RawTracePoint, TracePoint};
+use aya::programs::{
+    BtfTracePoint, FEntry, KProbe, Program, ProgramError, RawTracePoint, TracePoint,
+};
 use aya::{Btf, Ebpf};
 use serde::{Deserialize, Serialize};
 
@@ -23,8 +25,13 @@ pub enum Backend {
 
 impl Backend {
     /// The order in which backends are tried: cheapest and most precise first.
-    pub const LADDER: [Backend; 5] =
-        [Backend::TpBtf, Backend::RawTp, Backend::Tracepoint, Backend::Fentry, Backend::Kprobe];
+    pub const LADDER: [Backend; 5] = [
+        Backend::TpBtf,
+        Backend::RawTp,
+        Backend::Tracepoint,
+        Backend::Fentry,
+        Backend::Kprobe,
+    ];
 
     /// Suffix of the C program names (`<probe>_<suffix>`) for this backend.
     fn program_suffix(self) -> &'static str {
@@ -40,6 +47,9 @@ impl Backend {
 
 /// What happened to one probe: the backend it runs on (None: nothing
 /// attached) and every backend tried before, with the kernel's error.
+/// Backends the probe has no program for are not tried (classic
+/// tcp:tcp_sendmsg_locked has no socket pointer; fentry/kprobe flavours exist
+/// for sendmsg, window_adv and tcp_rcv only).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedProbe {
     /// The tracepoint, as `category:name`.
@@ -81,36 +91,94 @@ const fn spec(
     tracepoint: &'static str,
     function: Option<&'static str>,
 ) -> ProbeSpec {
-    ProbeSpec { prefix, kind, category, tracepoint, function }
+    ProbeSpec {
+        prefix,
+        kind,
+        category,
+        tracepoint,
+        function,
+    }
 }
 
 /// Every probe, in the order of the packet path: send, device, receive.
 const PROBES: &[ProbeSpec] = &[
-    spec("sendmsg", "sendmsg", "tcp", "tcp_sendmsg_locked", Some("tcp_sendmsg_locked")),
-    spec("window_adv", "window_adv", "net", "net_dev_queue", Some("__dev_queue_xmit")),
-    spec("dev_start_xmit", "dev_start_xmit", "net", "net_dev_start_xmit", None),
+    spec(
+        "sendmsg",
+        "sendmsg",
+        "tcp",
+        "tcp_sendmsg_locked",
+        Some("tcp_sendmsg_locked"),
+    ),
+    spec(
+        "window_adv",
+        "window_adv",
+        "net",
+        "net_dev_queue",
+        Some("__dev_queue_xmit"),
+    ),
+    spec(
+        "dev_start_xmit",
+        "dev_start_xmit",
+        "net",
+        "net_dev_start_xmit",
+        None,
+    ),
     spec("dev_xmit", "dev_xmit", "net", "net_dev_xmit", None),
     spec("napi_poll", "napi_poll", "napi", "napi_poll", None),
     spec("rx_gro", "rx_entry", "net", "napi_gro_receive_entry", None),
-    spec("rx_netif_recv", "rx_entry", "net", "netif_receive_skb_entry", None),
+    spec(
+        "rx_netif_recv",
+        "rx_entry",
+        "net",
+        "netif_receive_skb_entry",
+        None,
+    ),
     spec("rx_netif_rx", "rx_entry", "net", "netif_rx_entry", None),
-    spec("netif_receive", "netif_receive", "net", "netif_receive_skb", None),
-    spec("tcp_rcv", "tcp_rcv", "tcp", "tcp_probe", Some("tcp_rcv_established")),
+    spec(
+        "netif_receive",
+        "netif_receive",
+        "net",
+        "netif_receive_skb",
+        None,
+    ),
+    spec(
+        "tcp_rcv",
+        "tcp_rcv",
+        "tcp",
+        "tcp_probe",
+        Some("tcp_rcv_established"),
+    ),
     spec("data_ready", "data_ready", "sock", "sk_data_ready", None),
-    spec("copy_datagram", "copy_datagram", "skb", "skb_copy_datagram_iovec", None),
+    spec(
+        "copy_datagram",
+        "copy_datagram",
+        "skb",
+        "skb_copy_datagram_iovec",
+        None,
+    ),
     spec("app_read", "app_read", "sock", "sock_recv_length", None),
     spec("state", "state", "sock", "inet_sock_set_state", None),
-    spec("retransmit", "retransmit", "tcp", "tcp_retransmit_skb", None),
+    spec(
+        "retransmit",
+        "retransmit",
+        "tcp",
+        "tcp_retransmit_skb",
+        None,
+    ),
     spec("kfree_skb", "kfree_skb", "skb", "kfree_skb", None),
 ];
 
-/// Attaches every probe on the first backend that works.
-pub(crate) fn attach_all(ebpf: &mut Ebpf, btf: &Btf) -> ProbePlan {
-    let probes = PROBES.iter().map(|spec| attach_probe(ebpf, btf, spec)).collect();
+/// Attaches every probe on the first of `ladder` that works. With an empty
+/// plan (nothing attached) the caller fails; the plan says why per probe.
+pub(crate) fn attach_all(ebpf: &mut Ebpf, btf: &Btf, ladder: &[Backend]) -> ProbePlan {
+    let probes = PROBES
+        .iter()
+        .map(|spec| attach_probe(ebpf, btf, spec, ladder))
+        .collect();
     ProbePlan { probes }
 }
 
-fn attach_probe(ebpf: &mut Ebpf, btf: &Btf, spec: &ProbeSpec) -> PlannedProbe {
+fn attach_probe(ebpf: &mut Ebpf, btf: &Btf, spec: &ProbeSpec, ladder: &[Backend]) -> PlannedProbe {
     let mut planned = PlannedProbe {
         hook: format!("{}:{}", spec.category, spec.tracepoint),
         kind: spec.kind.to_owned(),
@@ -118,10 +186,12 @@ fn attach_probe(ebpf: &mut Ebpf, btf: &Btf, spec: &ProbeSpec) -> PlannedProbe {
         program: String::new(),
         tried: Vec::new(),
     };
-    for backend in Backend::LADDER {
+    for &backend in ladder {
         let name = format!("{}_{}", spec.prefix, backend.program_suffix());
         // Not every probe has every flavour (no fentry without a function).
-        let Some(program) = ebpf.program_mut(&name) else { continue };
+        let Some(program) = ebpf.program_mut(&name) else {
+            continue;
+        };
         match attach_program(program, btf, spec, backend) {
             Ok(()) => {
                 planned.backend = Some(backend);
@@ -135,7 +205,12 @@ fn attach_probe(ebpf: &mut Ebpf, btf: &Btf, spec: &ProbeSpec) -> PlannedProbe {
 }
 
 /// Loads and attaches one program; on failure it is unloaded again.
-fn attach_program(program: &mut Program, btf: &Btf, spec: &ProbeSpec, backend: Backend) -> Result<(), ProgramError> {
+fn attach_program(
+    program: &mut Program,
+    btf: &Btf,
+    spec: &ProbeSpec,
+    backend: Backend,
+) -> Result<(), ProgramError> {
     let function = spec.function.unwrap_or(spec.tracepoint);
     macro_rules! load_attach {
         ($ty:ty, |$p:ident| $load:expr, $attach:expr) => {{
@@ -152,7 +227,11 @@ fn attach_program(program: &mut Program, btf: &Btf, spec: &ProbeSpec, backend: B
         Backend::TpBtf => load_attach!(BtfTracePoint, |p| p.load(spec.tracepoint, btf), p.attach()),
         Backend::RawTp => load_attach!(RawTracePoint, |p| p.load(), p.attach(spec.tracepoint)),
         Backend::Tracepoint => {
-            load_attach!(TracePoint, |p| p.load(), p.attach(spec.category, spec.tracepoint))
+            load_attach!(
+                TracePoint,
+                |p| p.load(),
+                p.attach(spec.category, spec.tracepoint)
+            )
         }
         Backend::Fentry => load_attach!(FEntry, |p| p.load(function, btf), p.attach()),
         Backend::Kprobe => load_attach!(KProbe, |p| p.load(), p.attach(function, 0)),
@@ -177,21 +256,39 @@ mod tests {
 
     #[test]
     fn backends_serialize_as_section_prefixes() {
-        let names: Vec<String> =
-            Backend::LADDER.iter().map(|b| serde_json::to_string(b).unwrap()).collect();
-        assert_eq!(names, ["\"tp_btf\"", "\"raw_tp\"", "\"tracepoint\"", "\"fentry\"", "\"kprobe\""]);
+        let names: Vec<String> = Backend::LADDER
+            .iter()
+            .map(|b| serde_json::to_string(b).unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "\"tp_btf\"",
+                "\"raw_tp\"",
+                "\"tracepoint\"",
+                "\"fentry\"",
+                "\"kprobe\""
+            ]
+        );
     }
 
     #[test]
     fn every_kind_has_a_probe_and_names_are_known() {
         for spec in PROBES {
-            assert!((1..crate::abi::tt_kind::TT_KIND_MAX as u8)
-                .any(|k| crate::event::kind_name(k) == Some(spec.kind)), "{}", spec.kind);
+            assert!(
+                (1..crate::abi::tt_kind::TT_KIND_MAX as u8)
+                    .any(|k| crate::event::kind_name(k) == Some(spec.kind)),
+                "{}",
+                spec.kind
+            );
         }
         // cpu_sample comes from the perf_event program, not a tracepoint.
         for kind in 1..crate::abi::tt_kind::TT_KIND_MAX as u8 {
             let name = crate::event::kind_name(kind).unwrap();
-            assert!(name == "cpu_sample" || PROBES.iter().any(|s| s.kind == name), "{name} has no probe");
+            assert!(
+                name == "cpu_sample" || PROBES.iter().any(|s| s.kind == name),
+                "{name} has no probe"
+            );
         }
     }
 }
