@@ -434,3 +434,46 @@ fn check_reports_this_machine() {
     let tcp_rcv = plan.probes.iter().find(|p| p.kind == "tcp_rcv").unwrap();
     assert_eq!(tcp_rcv.backend, Some(Backend::TpBtf));
 }
+
+#[test]
+fn cpu_samples_resolve_to_kernel_symbols() {
+    if !require_root() {
+        return;
+    }
+    // Port 1 matches no traffic: only the perf_event samples get through.
+    let options = TracerOptions {
+        filters: Filters {
+            port: Some(1),
+            ..Filters::default()
+        },
+        cpu_profile_hz: Some(499),
+        ..TracerOptions::default()
+    };
+    let mut tracer = Tracer::start(&options).expect("tracer starts");
+    let stop = AtomicBool::new(false);
+    let deadline = Some(Instant::now() + Duration::from_millis(500));
+    let mut samples = Vec::new();
+    Collector::new()
+        .run(
+            &mut tracer,
+            &stop,
+            deadline,
+            |r| samples.push(Event::decode(r).unwrap()),
+            |_| {},
+        )
+        .unwrap();
+    let kstacks: Vec<i32> = samples
+        .iter()
+        .filter_map(|ev| match ev.body {
+            Body::CpuSample(s) => Some(s.kstack_id),
+            _ => None,
+        })
+        .collect();
+    // 2 CPUs x 499 Hz x 0.5 s, give or take the idle ticks the kernel skips.
+    assert!(kstacks.len() > 50, "{} samples", kstacks.len());
+    let stacks = tracer.resolve_stacks(&kstacks);
+    let frames: Vec<&String> = stacks.values().flatten().collect();
+    assert!(!frames.is_empty());
+    // Kernel frames are symbols, not addresses.
+    assert!(frames.iter().any(|f| !f.starts_with("0x")), "{frames:?}");
+}
