@@ -1,1 +1,238 @@
 //! Loading and attaching the BPF programs.
+//!
+//! [`Tracer::start`] loads `bpf/tenge.bpf.c` with the filters baked into its
+//! `.rodata`, attaches every probe on the best hook the kernel allows (see
+//! [`plan`]) and hands out the ring buffer; dropping the [`Tracer`] detaches
+//! everything. [`check`] reports what this kernel supports without tracing.
+
+mod check;
+mod plan;
+
+pub use check::{check, Capabilities, CheckReport, HookCheck};
+pub use plan::{Backend, PlannedProbe, ProbePlan};
+
+use crate::abi::tt_kind;
+use anyhow::{bail, Context};
+use aya::maps::{MapData, PerCpuArray, RingBuf, StackTraceMap};
+use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
+use aya::programs::PerfEvent;
+use aya::{Btf, Ebpf, EbpfLoader, VerifierLogLevel};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::OnceLock;
+
+static TENGE_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tenge.bpf.o"));
+
+/// Which events the kernel keeps. Applied in BPF, before any socket state is read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Filters {
+    /// Source or destination port.
+    pub port: Option<u16>,
+    /// Source or destination address.
+    pub addr: Option<IpAddr>,
+    /// Network namespace inode (as in `ls -L -i /proc/<pid>/ns/net`).
+    pub netns: Option<u32>,
+    /// Keep one packet in this many (0 or 1: all). The choice hashes (seq,
+    /// ack), so a packet is kept or dropped at every hop alike; napi_poll,
+    /// state, retransmit and kfree_skb are always kept.
+    pub sample_every: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TracerOptions {
+    pub filters: Filters,
+    /// Ring buffer size: a power of two, at least one page.
+    pub ring_bytes: u32,
+    /// Sample on-CPU stacks at this frequency (cpu-clock, every CPU).
+    pub cpu_profile_hz: Option<u64>,
+    /// The backends to try for each probe, in order (default: [`Backend::LADDER`]).
+    /// Narrow it to compare backends or to avoid one.
+    pub backends: Vec<Backend>,
+}
+
+impl Default for TracerOptions {
+    fn default() -> Self {
+        TracerOptions {
+            filters: Filters::default(),
+            ring_bytes: 16 << 20,
+            cpu_profile_hz: None,
+            backends: Backend::LADDER.to_vec(),
+        }
+    }
+}
+
+/// The loaded and attached programs. Dropping it detaches them all.
+pub struct Tracer {
+    ring: RingBuf<MapData>,
+    ebpf: Ebpf,
+    plan: ProbePlan,
+    kernel_symbols: OnceLock<BTreeMap<u64, String>>,
+}
+
+impl Tracer {
+    pub fn start(options: &TracerOptions) -> anyhow::Result<Tracer> {
+        require_privileges()?;
+        let btf = kernel_btf()?;
+        let ring_bytes = options.ring_bytes;
+        if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
+            bail!("ring buffer size {ring_bytes} must be a power of two of at least 4096 bytes");
+        }
+        let filters = &options.filters;
+        let port = filters.port.unwrap_or(0);
+        let (addr_set, addr) = filters
+            .addr
+            .map_or((0u8, [0u8; 16]), |ip| (1, crate::event::abi_addr(ip).1));
+        let netns = filters.netns.unwrap_or(0);
+        let wakeup_bytes = u64::from(ring_bytes / 4);
+        let mut ebpf = EbpfLoader::new()
+            .btf(Some(&btf))
+            .override_global("filter_port", &port, true)
+            .override_global("filter_addr", &addr, true)
+            .override_global("filter_addr_set", &addr_set, true)
+            .override_global("filter_netns", &netns, true)
+            .override_global("sample_every", &filters.sample_every, true)
+            .override_global("wakeup_bytes", &wakeup_bytes, true)
+            .map_max_entries("events", ring_bytes)
+            .verifier_log_level(VerifierLogLevel::DISABLE)
+            .load(TENGE_OBJ)
+            .map_err(|err| {
+                anyhow::anyhow!(
+                    "BPF unavailable: cannot create maps: {}",
+                    plan::error_chain(&err)
+                )
+            })?;
+        let plan = plan::attach_all(&mut ebpf, &btf, &options.backends);
+        if plan.attached().next().is_none() {
+            let mut errors: Vec<String> = plan
+                .probes
+                .iter()
+                .flat_map(|p| &p.tried)
+                .map(|(b, e)| format!("{b:?}: {e}"))
+                .collect();
+            errors.sort();
+            errors.dedup();
+            bail!(
+                "BPF unavailable: no probe could be attached ({})",
+                errors.join("; ")
+            );
+        }
+        if let Some(hz) = options.cpu_profile_hz {
+            attach_cpu_profile(&mut ebpf, hz)?;
+        }
+        let ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
+        Ok(Tracer {
+            ring,
+            ebpf,
+            plan,
+            kernel_symbols: OnceLock::new(),
+        })
+    }
+
+    pub fn plan(&self) -> &ProbePlan {
+        &self.plan
+    }
+
+    /// The ring buffer's fd, readable when records are waiting (the BPF side
+    /// wakes it only when a quarter full: poll with a timeout).
+    pub fn ring_fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+
+    /// Hands every record now in the ring to `on_record`; returns (records, bytes).
+    pub fn drain(&mut self, mut on_record: impl FnMut(&[u8])) -> (u64, u64) {
+        let (mut records, mut bytes) = (0, 0);
+        while let Some(item) = self.ring.next() {
+            records += 1;
+            bytes += item.len() as u64;
+            on_record(&item);
+        }
+        (records, bytes)
+    }
+
+    /// Records the kernel could not queue because the ring was full, per
+    /// kind (index = `tt_kind`, TT_LOST_SLOTS of them), summed over CPUs.
+    pub fn lost(&self) -> anyhow::Result<Vec<u64>> {
+        let map = self.ebpf.map("tt_lost").context("no tt_lost map")?;
+        let lost = PerCpuArray::<_, u64>::try_from(map)?;
+        (0..tt_kind::TT_KIND_MAX as u32)
+            .map(|kind| Ok(lost.get(&kind, 0)?.iter().sum()))
+            .collect()
+    }
+
+    /// Frames of the given stack ids, leaf first: kernel frames as symbol
+    /// names, user frames as hex addresses. Unknown or negative ids are absent.
+    pub fn resolve_stacks(&self, ids: &[i32]) -> HashMap<i32, Vec<String>> {
+        let Some(stacks) = self
+            .ebpf
+            .map("tt_stacks")
+            .and_then(|m| StackTraceMap::try_from(m).ok())
+        else {
+            return HashMap::new();
+        };
+        let symbols = self
+            .kernel_symbols
+            .get_or_init(|| aya::util::kernel_symbols().unwrap_or_default());
+        ids.iter()
+            .filter_map(|&id| {
+                let trace = stacks.get(&u32::try_from(id).ok()?, 0).ok()?;
+                let frames = trace
+                    .frames()
+                    .iter()
+                    .map(|frame| symbolize(symbols, frame.ip))
+                    .collect();
+                Some((id, frames))
+            })
+            .collect()
+    }
+}
+
+/// Kernel text lives in the upper half of the address space.
+fn symbolize(symbols: &BTreeMap<u64, String>, ip: u64) -> String {
+    if ip >= 0xffff_8000_0000_0000 {
+        if let Some((_, name)) = symbols.range(..=ip).next_back() {
+            return name.clone();
+        }
+    }
+    format!("{ip:#x}")
+}
+
+fn attach_cpu_profile(ebpf: &mut Ebpf, hz: u64) -> anyhow::Result<()> {
+    let program: &mut PerfEvent = ebpf
+        .program_mut("cpu_sample")
+        .context("no cpu_sample program")?
+        .try_into()?;
+    program.load().context("loading the perf_event program")?;
+    let cpus = aya::util::online_cpus().map_err(|(path, err)| anyhow::anyhow!("{path}: {err}"))?;
+    for cpu in cpus {
+        program
+            .attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Frequency(hz),
+                false,
+            )
+            .with_context(|| format!("attaching cpu-clock sampling on CPU {cpu}"))?;
+    }
+    Ok(())
+}
+
+fn kernel_btf() -> anyhow::Result<Btf> {
+    Btf::from_sys_fs().map_err(|err| {
+        anyhow::anyhow!(
+            "no kernel BTF at /sys/kernel/btf/vmlinux ({err}); tenge-trace needs a kernel built with CONFIG_DEBUG_INFO_BTF"
+        )
+    })
+}
+
+fn require_privileges() -> anyhow::Result<()> {
+    let caps = Capabilities::current();
+    if caps.euid != 0 && !(caps.bpf && caps.perfmon) && !caps.sys_admin {
+        bail!(
+            "not root: tracing needs root or CAP_BPF + CAP_PERFMON (euid {})",
+            caps.euid
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,554 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The tracing programs. Each logical probe has one body function and thin
+ * wrappers per backend, named <probe>_<backend>: _btf (tp_btf), _raw
+ * (raw_tp), _tp (classic tracepoint), _fentry and _kprobe (on the kernel
+ * function the tracepoint sits in). The loader (src/probe) tries them in
+ * that order and keeps the first that loads and attaches.
+ */
+#include "tenge_common.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* tp_btf and raw_tp programs take the same arguments. */
+#define BTF_AND_RAW(name, tp, call, args...)                                                       \
+	SEC("tp_btf/" #tp)                                                                         \
+	int BPF_PROG(name##_btf, args)                                                             \
+	{                                                                                          \
+		const bool trusted __attribute__((unused)) = true;                                 \
+		return call;                                                                       \
+	}                                                                                          \
+	SEC("raw_tp/" #tp)                                                                         \
+	int BPF_PROG(name##_raw, args)                                                             \
+	{                                                                                          \
+		const bool trusted __attribute__((unused)) = false;                                \
+		return call;                                                                       \
+	}
+
+/* Classic tracepoint: `ctx` is the tracepoint's trace_event_raw_<tp>. */
+#define TRACEPOINT(name, cat, tp, ctx_type, call)                                                  \
+	SEC("tracepoint/" #cat "/" #tp)                                                            \
+	int name##_tp(struct ctx_type *ctx)                                                        \
+	{                                                                                          \
+		const bool trusted __attribute__((unused)) = false;                                \
+		return call;                                                                       \
+	}
+
+/* ---- sendmsg: tcp:tcp_sendmsg_locked ------------------------------------- */
+
+static __always_inline int sendmsg_body(const struct sock *sk, const struct msghdr *msg,
+					const struct sk_buff *skb, int size_goal, bool trusted)
+{
+	const struct tcp_sock *tp = (const void *)sk;
+	struct tt_hdr h = {};
+
+	if (!sock_flow(&h, sk, trusted))
+		return 0;
+	__u32 write_seq = BPF_CORE_READ(tp, write_seq);
+
+	if (!sampled(write_seq, 0))
+		return 0;
+	h.skb = (unsigned long)skb;
+	EMIT_BEGIN(ev, sendmsg, &h, TT_KIND_SENDMSG);
+	ev->body.write_seq = write_seq;
+	ev->body.skb_len = skb ? BPF_CORE_READ(skb, len) : 0;
+	ev->body.msg_left = BPF_CORE_READ(msg, msg_iter.count);
+	ev->body.size_goal = size_goal;
+	ev->body.snd_una = BPF_CORE_READ(tp, snd_una);
+	ev->body.snd_nxt = BPF_CORE_READ(tp, snd_nxt);
+	ev->body.sk_wmem_queued = BPF_CORE_READ(sk, sk_wmem_queued);
+	ev->body.sk_sndbuf = BPF_CORE_READ(sk, sk_sndbuf);
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(sendmsg, tcp_sendmsg_locked, sendmsg_body(sk, msg, skb, size_goal, trusted),
+	    struct sock *sk, struct msghdr *msg, struct sk_buff *skb, int size_goal)
+
+/* The function runs once per call, not per copy iteration: no skb, no goal. */
+SEC("fentry/tcp_sendmsg_locked")
+int BPF_PROG(sendmsg_fentry, struct sock *sk, struct msghdr *msg)
+{
+	return sendmsg_body(sk, msg, NULL, 0, true);
+}
+
+SEC("kprobe/tcp_sendmsg_locked")
+int BPF_KPROBE(sendmsg_kprobe, struct sock *sk, struct msghdr *msg)
+{
+	return sendmsg_body(sk, msg, NULL, 0, false);
+}
+
+/* ---- socket events ------------------------------------------------------- */
+
+static __always_inline int data_ready_body(const struct sock *sk, bool trusted)
+{
+	const struct tcp_sock *tp = (const void *)sk;
+	struct tt_hdr h = {};
+
+	if (!is_tcp(sk) || !sock_flow(&h, sk, trusted))
+		return 0;
+	__u32 rcv_nxt = BPF_CORE_READ(tp, rcv_nxt);
+
+	if (!sampled(rcv_nxt, 0))
+		return 0;
+	EMIT_BEGIN(ev, data_ready, &h, TT_KIND_DATA_READY);
+	ev->body.rcv_nxt = rcv_nxt;
+	ev->body.copied_seq = BPF_CORE_READ(tp, copied_seq);
+	ev->body.sk_rmem_alloc = BPF_CORE_READ(sk, sk_backlog.rmem_alloc.counter);
+	ev->body.sk_rcvbuf = BPF_CORE_READ(sk, sk_rcvbuf);
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(data_ready, sk_data_ready, data_ready_body(sk, trusted), struct sock *sk)
+TRACEPOINT(data_ready, sock, sk_data_ready, trace_event_raw_sk_data_ready,
+	   data_ready_body(ctx->skaddr, trusted))
+
+static __always_inline int app_read_body(const struct sock *sk, int ret, bool trusted)
+{
+	const struct tcp_sock *tp = (const void *)sk;
+	struct tt_hdr h = {};
+
+	if (!is_tcp(sk) || !sock_flow(&h, sk, trusted))
+		return 0;
+	__u32 copied_seq = BPF_CORE_READ(tp, copied_seq);
+
+	if (!sampled(copied_seq, 0))
+		return 0;
+	EMIT_BEGIN(ev, app_read, &h, TT_KIND_APP_READ);
+	ev->body.ret = ret;
+	ev->body.copied_seq = copied_seq;
+	ev->body.rcv_nxt = BPF_CORE_READ(tp, rcv_nxt);
+	ev->body.sk_rmem_alloc = BPF_CORE_READ(sk, sk_backlog.rmem_alloc.counter);
+	ev->body.sk_rcvbuf = BPF_CORE_READ(sk, sk_rcvbuf);
+	ev->body.rcv_wnd = BPF_CORE_READ(tp, rcv_wnd);
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(app_read, sock_recv_length, app_read_body(sk, ret, trusted), struct sock *sk, int ret,
+	    int flags)
+TRACEPOINT(app_read, sock, sock_recv_length, trace_event_raw_sock_msg_length,
+	   app_read_body(ctx->sk, ctx->ret, trusted))
+
+/* Never sampled: rare, and the flow table needs every transition. */
+static __always_inline int state_body(const struct sock *sk, int oldstate, int newstate,
+				      bool trusted)
+{
+	const struct tcp_sock *tp = (const void *)sk;
+	struct tt_hdr h = {};
+
+	if (!is_tcp(sk) || !sock_flow(&h, sk, trusted))
+		return 0;
+	EMIT_BEGIN(ev, state, &h, TT_KIND_STATE);
+	ev->body.oldstate = oldstate;
+	ev->body.newstate = newstate;
+	ev->body.advmss = BPF_CORE_READ(tp, advmss);
+	ev->body.mss_cache = BPF_CORE_READ(tp, mss_cache);
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(state, inet_sock_set_state, state_body(sk, oldstate, newstate, trusted),
+	    struct sock *sk, int oldstate, int newstate)
+TRACEPOINT(state, sock, inet_sock_set_state, trace_event_raw_inet_sock_set_state,
+	   state_body(ctx->skaddr, ctx->oldstate, ctx->newstate, trusted))
+
+/* ---- tcp_rcv: tcp:tcp_probe ---------------------------------------------- */
+
+static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_buff *skb,
+					bool trusted)
+{
+	const struct tcp_sock *tp = (const void *)sk;
+	const struct tcp_skb_cb *cb = tcp_cb(skb);
+	struct tt_hdr h = {};
+	__u8 th[20];
+
+	if (!sock_flow(&h, sk, trusted))
+		return 0;
+	__u32 seq = BPF_CORE_READ(cb, seq);
+	__u32 ack = BPF_CORE_READ(cb, ack_seq);
+
+	if (!sampled(seq, ack))
+		return 0;
+	/* tcp_rcv_established(): skb->data is the TCP header */
+	if (bpf_probe_read_kernel(th, sizeof(th), BPF_CORE_READ(skb, data)))
+		return 0;
+	h.skb = (unsigned long)skb;
+	EMIT_BEGIN(ev, tcp_rcv, &h, TT_KIND_TCP_RCV);
+	struct tt_tcp_rcv *b = &ev->body;
+	__u16 win;
+
+	__builtin_memcpy(&win, th + 14, 2);
+	b->seq = seq;
+	b->end_seq = BPF_CORE_READ(cb, end_seq);
+	b->ack = ack;
+	b->len = BPF_CORE_READ(skb, len) - (th[12] >> 4) * 4;
+	b->win_raw = bpf_ntohs(win);
+	b->tcp_flags = th[13];
+	b->snd_wscale = BPF_CORE_READ_BITFIELD_PROBED(tp, rx_opt.snd_wscale);
+	b->snd_una = BPF_CORE_READ(tp, snd_una);
+	b->snd_nxt = BPF_CORE_READ(tp, snd_nxt);
+	b->snd_wnd = BPF_CORE_READ(tp, snd_wnd);
+	b->snd_cwnd = BPF_CORE_READ(tp, snd_cwnd);
+	b->snd_ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
+	b->mss_cache = BPF_CORE_READ(tp, mss_cache);
+	b->packets_out = BPF_CORE_READ(tp, packets_out);
+	b->sacked_out = BPF_CORE_READ(tp, sacked_out);
+	b->lost_out = BPF_CORE_READ(tp, lost_out);
+	b->retrans_out = BPF_CORE_READ(tp, retrans_out);
+	b->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3;
+	b->write_seq = BPF_CORE_READ(tp, write_seq);
+	b->rcv_nxt = BPF_CORE_READ(tp, rcv_nxt);
+	b->rcv_mss = BPF_CORE_READ(tp, inet_conn.icsk_ack.rcv_mss);
+	b->sk_wmem_queued = BPF_CORE_READ(sk, sk_wmem_queued);
+	b->sk_sndbuf = BPF_CORE_READ(sk, sk_sndbuf);
+	b->chrono_start = BPF_CORE_READ(tp, chrono_start);
+	BPF_CORE_READ_INTO(&b->chrono_stat, tp, chrono_stat);
+	b->jiffies = bpf_jiffies64();
+	b->chrono_type = BPF_CORE_READ(tp, chrono_type);
+	b->backlog = BPF_CORE_READ(sk, sk_lock.owned) != 0;
+	b->ca_state = BPF_CORE_READ_BITFIELD_PROBED(&tp->inet_conn, icsk_ca_state);
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(tcp_rcv, tcp_probe, tcp_rcv_body(sk, skb, trusted), struct sock *sk,
+	    struct sk_buff *skb)
+TRACEPOINT(tcp_rcv, tcp, tcp_probe, trace_event_raw_tcp_probe,
+	   tcp_rcv_body(ctx->skaddr, ctx->skbaddr, trusted))
+
+SEC("fentry/tcp_rcv_established")
+int BPF_PROG(tcp_rcv_fentry, struct sock *sk, struct sk_buff *skb)
+{
+	return tcp_rcv_body(sk, skb, true);
+}
+
+SEC("kprobe/tcp_rcv_established")
+int BPF_KPROBE(tcp_rcv_kprobe, struct sock *sk, struct sk_buff *skb)
+{
+	return tcp_rcv_body(sk, skb, false);
+}
+
+/* ---- copy_datagram, retransmit: skb events of a TCP socket --------------- */
+
+static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len)
+{
+	const struct tcp_skb_cb *cb = tcp_cb(skb);
+	const struct sock *sk = BPF_CORE_READ(skb, sk);
+	struct tt_hdr h = {};
+
+	if (!is_tcp(sk) || !sock_flow(&h, sk, false))
+		return 0;
+	__u32 seq = BPF_CORE_READ(cb, seq);
+
+	if (!sampled(seq, BPF_CORE_READ(cb, ack_seq)))
+		return 0;
+	h.skb = (unsigned long)skb;
+	EMIT_BEGIN(ev, copy_datagram, &h, TT_KIND_COPY_DATAGRAM);
+	ev->body.seq = seq;
+	ev->body.end_seq = BPF_CORE_READ(cb, end_seq);
+	ev->body.len = len;
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(copy_datagram, skb_copy_datagram_iovec, copy_datagram_body(skb, len),
+	    struct sk_buff *skb, int len)
+TRACEPOINT(copy_datagram, skb, skb_copy_datagram_iovec, trace_event_raw_skb_copy_datagram_iovec,
+	   copy_datagram_body(ctx->skbaddr, ctx->len))
+
+static __always_inline int retransmit_body(const struct sock *sk, const struct sk_buff *skb,
+					   int err, bool trusted)
+{
+	const struct tcp_skb_cb *cb = tcp_cb(skb);
+	struct tt_hdr h = {};
+
+	if (!sock_flow(&h, sk, trusted))
+		return 0;
+	h.skb = (unsigned long)skb;
+	EMIT_BEGIN(ev, retransmit, &h, TT_KIND_RETRANSMIT);
+	ev->body.seq = BPF_CORE_READ(cb, seq);
+	ev->body.end_seq = BPF_CORE_READ(cb, end_seq);
+	ev->body.err = err;
+	ev->body.state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(retransmit, tcp_retransmit_skb, retransmit_body(sk, skb, err, trusted), struct sock *sk,
+	    struct sk_buff *skb, int err)
+TRACEPOINT(retransmit, tcp, tcp_retransmit_skb, trace_event_raw_tcp_retransmit_skb,
+	   retransmit_body(ctx->skaddr, ctx->skbaddr, ctx->err, trusted))
+
+/* ---- window_adv: net:net_dev_queue --------------------------------------- */
+
+/*
+ * Runs synchronously after tcp_select_window() chose this segment's window,
+ * so the socket state read here is what the window was computed from.
+ */
+static __always_inline int window_adv_body(const struct sk_buff *skb)
+{
+	const struct sock *sk = BPF_CORE_READ(skb, sk);
+	struct tt_hdr h = {};
+	struct tcp_pkt p;
+
+	if (!is_tcp_fullsock(sk) || !parse_nh(&h, &p, skb, true))
+		return 0;
+	if (!port_wanted(&h) || !addr_wanted(&h) || !sampled(p.seq, p.ack))
+		return 0;
+	h.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	if (!netns_wanted(&h))
+		return 0;
+	h.sock_cookie = sock_cookie(sk, false);
+	h.skb = (unsigned long)skb;
+
+	const struct tcp_sock *tp = (const void *)sk;
+	struct skb_shared_info *shinfo = skb_shinfo_of(skb);
+	__u8 wscale = BPF_CORE_READ_BITFIELD_PROBED(tp, rx_opt.rcv_wscale);
+
+	EMIT_BEGIN(ev, window_adv, &h, TT_KIND_WINDOW_ADV);
+	struct tt_window_adv *b = &ev->body;
+
+	b->seq = p.seq;
+	b->ack = p.ack;
+	b->len = p.len;
+	b->win_raw = p.win_raw;
+	b->tcp_flags = p.flags;
+	b->rcv_wscale = wscale;
+	/* RFC 7323: the window of a SYN segment is never scaled */
+	b->window = p.flags & TCP_FLAG_SYN ? p.win_raw : (__u32)p.win_raw << wscale;
+	b->gso_segs = BPF_CORE_READ(shinfo, gso_segs);
+	b->gso_size = BPF_CORE_READ(shinfo, gso_size);
+	b->sk_rcvbuf = BPF_CORE_READ(sk, sk_rcvbuf);
+	b->sk_rmem_alloc = BPF_CORE_READ(sk, sk_backlog.rmem_alloc.counter);
+	b->sk_backlog_len = BPF_CORE_READ(sk, sk_backlog.len);
+	b->window_clamp = BPF_CORE_READ(tp, window_clamp);
+	b->rcv_ssthresh = BPF_CORE_READ(tp, rcv_ssthresh);
+	b->rcv_mss = BPF_CORE_READ(tp, inet_conn.icsk_ack.rcv_mss);
+	b->rcv_wnd = BPF_CORE_READ(tp, rcv_wnd);
+	b->rcv_nxt = BPF_CORE_READ(tp, rcv_nxt);
+	b->rcv_wup = BPF_CORE_READ(tp, rcv_wup);
+	b->copied_seq = BPF_CORE_READ(tp, copied_seq);
+	b->advmss = BPF_CORE_READ(tp, advmss);
+	b->scaling_ratio = BPF_CORE_READ(tp, scaling_ratio);
+	b->ack_pending = BPF_CORE_READ(tp, inet_conn.icsk_ack.pending);
+	b->snd_una = BPF_CORE_READ(tp, snd_una);
+	b->snd_nxt = BPF_CORE_READ(tp, snd_nxt);
+	b->snd_wnd = BPF_CORE_READ(tp, snd_wnd);
+	b->snd_cwnd = BPF_CORE_READ(tp, snd_cwnd);
+	b->mss_cache = BPF_CORE_READ(tp, mss_cache);
+	b->packets_out = BPF_CORE_READ(tp, packets_out);
+	b->write_seq = BPF_CORE_READ(tp, write_seq);
+	b->icsk_probes_out = BPF_CORE_READ(tp, inet_conn.icsk_probes_out);
+	b->icsk_backoff = BPF_CORE_READ(tp, inet_conn.icsk_backoff);
+	if (bpf_core_field_exists(struct netns_ipv4, sysctl_tcp_shrink_window))
+		b->tcp_shrink_window =
+		    BPF_CORE_READ(sk, __sk_common.skc_net.net, ipv4.sysctl_tcp_shrink_window);
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(window_adv, net_dev_queue, window_adv_body(skb), struct sk_buff *skb)
+TRACEPOINT(window_adv, net, net_dev_queue, trace_event_raw_net_dev_template,
+	   window_adv_body(ctx->skbaddr))
+
+SEC("fentry/__dev_queue_xmit")
+int BPF_PROG(window_adv_fentry, struct sk_buff *skb)
+{
+	return window_adv_body(skb);
+}
+
+SEC("kprobe/__dev_queue_xmit")
+int BPF_KPROBE(window_adv_kprobe, struct sk_buff *skb)
+{
+	return window_adv_body(skb);
+}
+
+/* ---- device layer: packets parsed from their headers --------------------- */
+
+/* Filter, sample and fill the header of a packet event; false to skip it. */
+static __always_inline bool pkt_wanted(struct tt_hdr *h, const struct tcp_pkt *p,
+				       const struct sk_buff *skb)
+{
+	if (!port_wanted(h) || !addr_wanted(h) || !sampled(p->seq, p->ack))
+		return false;
+	h->netns = BPF_CORE_READ(skb, dev, nd_net.net, ns.inum);
+	if (!netns_wanted(h))
+		return false;
+	/* Usually 0 on receive: the socket is looked up later. */
+	h->sock_cookie = BPF_CORE_READ(skb, sk, __sk_common.skc_cookie.counter);
+	h->skb = (unsigned long)skb;
+	return true;
+}
+
+/*
+ * net_dev_xmit runs after the driver may have freed the skb, so it cannot
+ * parse it: net_dev_start_xmit leaves its event here, per CPU, and
+ * net_dev_xmit repeats it when the skb is the same. An skb the filter
+ * dropped at start_xmit thus stays dropped at xmit.
+ */
+struct xmit_stash {
+	__u64 skb;
+	struct tt_ev_pkt ev;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xmit_stash);
+} xmit_stash SEC(".maps");
+
+static __always_inline int dev_start_xmit_body(const struct sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct xmit_stash *stash = bpf_map_lookup_elem(&xmit_stash, &zero);
+	struct tt_hdr h = {};
+	struct tcp_pkt p;
+
+	if (!stash || !parse_nh(&h, &p, skb, true) || !pkt_wanted(&h, &p, skb))
+		return 0;
+	EMIT_BEGIN(ev, pkt, &h, TT_KIND_DEV_START_XMIT);
+	pkt_body(&ev->body, &p, skb);
+	stash->skb = (unsigned long)skb;
+	stash->ev = *ev;
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(dev_start_xmit, net_dev_start_xmit, dev_start_xmit_body(skb), struct sk_buff *skb)
+TRACEPOINT(dev_start_xmit, net, net_dev_start_xmit, trace_event_raw_net_dev_start_xmit,
+	   dev_start_xmit_body(ctx->skbaddr))
+
+static __always_inline int dev_xmit_body(const struct sk_buff *skb, int rc)
+{
+	__u32 zero = 0;
+	struct xmit_stash *stash = bpf_map_lookup_elem(&xmit_stash, &zero);
+
+	if (!stash || stash->skb != (unsigned long)skb)
+		return 0;
+	stash->skb = 0;
+	EMIT_BEGIN(ev, pkt, &stash->ev.hdr, TT_KIND_DEV_XMIT);
+	ev->body = stash->ev.body;
+	ev->body.rc = rc;
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(dev_xmit, net_dev_xmit, dev_xmit_body(skb, rc), struct sk_buff *skb, int rc)
+TRACEPOINT(dev_xmit, net, net_dev_xmit, trace_event_raw_net_dev_xmit,
+	   dev_xmit_body(ctx->skbaddr, ctx->rc))
+
+/* rx_entry (driver entry points) and netif_receive (after GRO). */
+static __always_inline int rx_body(const struct sk_buff *skb, __u8 kind, __u8 variant)
+{
+	struct tt_hdr h = {};
+	struct tcp_pkt p;
+
+	if (!parse_rx(&h, &p, skb) || !pkt_wanted(&h, &p, skb))
+		return 0;
+	h.variant = variant;
+	EMIT_BEGIN(ev, pkt, &h, kind);
+	pkt_body(&ev->body, &p, skb);
+	submit(ev);
+	return 0;
+}
+
+#define RX_PROBE(name, tp, kind, variant)                                                          \
+	BTF_AND_RAW(name, tp, rx_body(skb, kind, variant), struct sk_buff *skb)                    \
+	TRACEPOINT(name, net, tp, trace_event_raw_net_dev_rx_verbose_template,                     \
+		   rx_body(ctx->skbaddr, kind, variant))
+
+RX_PROBE(rx_gro, napi_gro_receive_entry, TT_KIND_RX_ENTRY, TT_RX_GRO)
+RX_PROBE(rx_netif_recv, netif_receive_skb_entry, TT_KIND_RX_ENTRY, TT_RX_NETIF_RECV)
+RX_PROBE(rx_netif_rx, netif_rx_entry, TT_KIND_RX_ENTRY, TT_RX_NETIF_RX)
+
+BTF_AND_RAW(netif_receive, netif_receive_skb, rx_body(skb, TT_KIND_NETIF_RECEIVE, 0),
+	    struct sk_buff *skb)
+TRACEPOINT(netif_receive, net, netif_receive_skb, trace_event_raw_net_dev_template,
+	   rx_body(ctx->skbaddr, TT_KIND_NETIF_RECEIVE, 0))
+
+/* Never sampled: the drop is the event. */
+static __always_inline int kfree_skb_body(const struct sk_buff *skb, const void *location,
+					  __u32 reason, const struct sock *rx_sk)
+{
+	struct tt_hdr h = {};
+	struct tcp_pkt p;
+
+	if (!parse_nh(&h, &p, skb, false) || !port_wanted(&h) || !addr_wanted(&h))
+		return 0;
+	const struct sock *sk = BPF_CORE_READ(skb, sk) ?: rx_sk;
+
+	h.netns = BPF_CORE_READ(skb, dev, nd_net.net, ns.inum);
+	if (!h.netns && sk)
+		h.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	if (!netns_wanted(&h))
+		return 0;
+	if (sk)
+		h.sock_cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+	h.skb = (unsigned long)skb;
+	EMIT_BEGIN(ev, kfree_skb, &h, TT_KIND_KFREE_SKB);
+	ev->body.location = (unsigned long)location;
+	ev->body.reason = reason;
+	ev->body.protocol = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	ev->body.seq = p.seq;
+	ev->body.ack = p.ack;
+	ev->body.len = p.len;
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(kfree_skb, kfree_skb, kfree_skb_body(skb, location, reason, rx_sk), struct sk_buff *skb,
+	    void *location, enum skb_drop_reason reason, struct sock *rx_sk)
+TRACEPOINT(kfree_skb, skb, kfree_skb, trace_event_raw_kfree_skb,
+	   kfree_skb_body(ctx->skbaddr, ctx->location, ctx->reason, ctx->rx_sk))
+
+/* ---- napi_poll: no skb, no flow; only the netns filter applies ----------- */
+
+static __always_inline int napi_poll_body(const struct napi_struct *napi, int work, int budget)
+{
+	struct tt_hdr h = {};
+	const struct net_device *dev = BPF_CORE_READ(napi, dev);
+
+	h.netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
+	if (!netns_wanted(&h))
+		return 0;
+	EMIT_BEGIN(ev, napi_poll, &h, TT_KIND_NAPI_POLL);
+	ev->body.napi = (unsigned long)napi;
+	ev->body.napi_id = BPF_CORE_READ(napi, napi_id);
+	ev->body.ifindex = BPF_CORE_READ(dev, ifindex);
+	ev->body.work = work;
+	ev->body.budget = budget;
+	submit(ev);
+	return 0;
+}
+
+BTF_AND_RAW(napi_poll, napi_poll, napi_poll_body(napi, work, budget), struct napi_struct *napi,
+	    int work, int budget)
+TRACEPOINT(napi_poll, napi, napi_poll, trace_event_raw_napi_poll,
+	   napi_poll_body(ctx->napi, ctx->work, ctx->budget))
+
+/* ---- cpu_sample: perf_event cpu-clock ------------------------------------ */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 4096);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, 127 * sizeof(__u64)); /* PERF_MAX_STACK_DEPTH */
+} tt_stacks SEC(".maps");
+
+SEC("perf_event")
+int cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	struct tt_hdr h = {};
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	EMIT_BEGIN(ev, cpu_sample, &h, TT_KIND_CPU_SAMPLE);
+	ev->body.pid = (__u32)pid_tgid;
+	ev->body.tgid = pid_tgid >> 32;
+	ev->body.kstack_id = bpf_get_stackid(ctx, &tt_stacks, 0);
+	ev->body.ustack_id = bpf_get_stackid(ctx, &tt_stacks, BPF_F_USER_STACK);
+	submit(ev);
+	return 0;
+}

@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Shared by every tracing program of tenge.bpf.c: the filters and sampling
+ * (set from Rust through .rodata), the ring buffer and its lost counters,
+ * socket and packet readers, and the emit helpers.
+ *
+ * Socket readers take `trusted`: true for a socket that is an argument of a
+ * tp_btf/fentry program, which bpf_get_socket_cookie accepts; false in
+ * raw_tp/tracepoint/kprobe programs and for sockets walked to (skb->sk is an
+ * RCU pointer the helper refuses without bpf_rcu_read_lock, a kfunc aya 0.14
+ * cannot link). Callers pass a constant, so after inlining the other branch
+ * is gone and one body serves every backend.
+ */
+#ifndef TENGE_COMMON_BPF_H
+#define TENGE_COMMON_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
+#include "tenge_abi.h"
+
+#define AF_INET		       2
+#define AF_INET6	       10
+#define ETH_P_IP	       0x0800
+#define ETH_P_IPV6	       0x86DD
+#define IPPROTO_TCP	       6
+#define SOCK_STREAM	       1
+#define TCP_FLAG_FIN	       0x01
+#define TCP_FLAG_SYN	       0x02
+#define TCP_STATE_TIME_WAIT    6
+#define TCP_STATE_NEW_SYN_RECV 12
+
+/* Filters; 0 (or filter_addr_set == 0) turns one off. */
+const volatile __u16 filter_port = 0;
+const volatile __u64 filter_addr[2] = {}; /* 16 address bytes, as in tt_hdr */
+const volatile __u8 filter_addr_set = 0;
+const volatile __u32 filter_netns = 0;
+const volatile __u32 sample_every = 0; /* <= 1: every event */
+/* Wake the reader once this much is queued (a quarter of the ring). */
+const volatile __u64 wakeup_bytes = 4 << 20;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20); /* overridden from Rust */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TT_LOST_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} tt_lost SEC(".maps");
+
+/* ---- filtering and sampling ---------------------------------------------- */
+
+/* Checked in this order, each as soon as its fields are read. */
+static __always_inline bool port_wanted(const struct tt_hdr *h)
+{
+	return !filter_port || h->sport == filter_port || h->dport == filter_port;
+}
+
+static __always_inline bool addr_wanted(const struct tt_hdr *h)
+{
+	if (!filter_addr_set)
+		return true;
+	__u64 s0, s1, d0, d1;
+
+	__builtin_memcpy(&s0, h->saddr, 8);
+	__builtin_memcpy(&s1, h->saddr + 8, 8);
+	__builtin_memcpy(&d0, h->daddr, 8);
+	__builtin_memcpy(&d1, h->daddr + 8, 8);
+	return (s0 == filter_addr[0] && s1 == filter_addr[1]) ||
+	       (d0 == filter_addr[0] && d1 == filter_addr[1]);
+}
+
+static __always_inline bool netns_wanted(const struct tt_hdr *h)
+{
+	return !filter_netns || h->netns == filter_netns;
+}
+
+/*
+ * Keyed by (seq, ack) so every hop of one packet makes the same choice: a
+ * segment is either traced end to end or not at all.
+ */
+static __always_inline bool sampled(__u32 seq, __u32 ack)
+{
+	if (sample_every <= 1)
+		return true;
+	__u32 hash = (seq ^ (ack * 0x85ebca6bU)) * 0x9e3779b1U;
+	return (hash >> 8) % sample_every == 0;
+}
+
+/* ---- ring buffer --------------------------------------------------------- */
+
+static __always_inline void *reserve(__u64 size, __u32 kind)
+{
+	void *rec = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!rec) {
+		__u64 *lost = bpf_map_lookup_elem(&tt_lost, &kind);
+
+		if (lost)
+			*lost += 1;
+	}
+	return rec;
+}
+
+/* The reader polls every few ms; wake it only when the ring fills up. */
+static __always_inline void submit(void *rec)
+{
+	__u64 queued = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+
+	bpf_ringbuf_submit(rec, queued > wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+/* Reserves a `struct tt_ev_<body>` record, fills its header, or returns 0. */
+#define EMIT_BEGIN(ev, body, h, k)                                                                 \
+	struct tt_ev_##body *ev = reserve(sizeof(*ev), (k));                                       \
+	if (!ev)                                                                                   \
+		return 0;                                                                          \
+	ev->hdr = *(h);                                                                            \
+	ev->hdr.kind = (k);                                                                        \
+	ev->hdr.ts_ns = bpf_ktime_get_ns();                                                        \
+	ev->hdr.cpu = bpf_get_smp_processor_id()
+
+/* ---- sockets ------------------------------------------------------------- */
+
+static __always_inline __u64 sock_cookie(const struct sock *sk, bool trusted)
+{
+	/* The helper assigns a cookie on first use; the field may still be 0. */
+	if (trusted)
+		return bpf_get_socket_cookie((void *)sk);
+	return BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+}
+
+/* A full TCP socket: not a request or TIME_WAIT mini-socket, not UDP. */
+static __always_inline bool is_tcp_fullsock(const struct sock *sk)
+{
+	if (!sk)
+		return false;
+	__u8 state = BPF_CORE_READ(sk, __sk_common.skc_state);
+
+	if (state == TCP_STATE_TIME_WAIT || state == TCP_STATE_NEW_SYN_RECV)
+		return false;
+	return BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP &&
+	       BPF_CORE_READ(sk, sk_type) == SOCK_STREAM;
+}
+
+static __always_inline void map_v4(__u8 out[16], __u32 addr_be)
+{
+	/* ::ffff:a.b.c.d: bytes 10-11 are 0xff, the address keeps its order */
+	__u64 lo = 0, hi = ((__u64)addr_be << 32) | 0xffff0000ULL;
+
+	__builtin_memcpy(out, &lo, 8);
+	__builtin_memcpy(out + 8, &hi, 8);
+}
+
+static __always_inline bool is_tcp(const struct sock *sk)
+{
+	return sk && BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP;
+}
+
+/* Header of a socket event (local end first); false if filtered out. */
+static __always_inline bool sock_flow(struct tt_hdr *h, const struct sock *sk, bool trusted)
+{
+	h->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	h->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (!port_wanted(h))
+		return false;
+	h->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (h->family == AF_INET6) {
+		BPF_CORE_READ_INTO(&h->saddr, sk, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&h->daddr, sk, __sk_common.skc_v6_daddr);
+	} else {
+		map_v4(h->saddr, BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr));
+		map_v4(h->daddr, BPF_CORE_READ(sk, __sk_common.skc_daddr));
+	}
+	if (!addr_wanted(h))
+		return false;
+	h->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	if (!netns_wanted(h))
+		return false;
+	h->sock_cookie = sock_cookie(sk, trusted);
+	return true;
+}
+
+/* ---- packets ------------------------------------------------------------- */
+
+/* What the IP and TCP headers of one packet say. */
+struct tcp_pkt {
+	__u32 seq;
+	__u32 ack;
+	__u32 len; /* TCP payload bytes */
+	__u16 win_raw;
+	__u8 flags;
+};
+
+/* Fills the flow of `h` and `p` from the TCP header at `th`. */
+static __always_inline void read_tcphdr(struct tt_hdr *h, struct tcp_pkt *p, const __u8 *th)
+{
+	__u16 sport, dport, win;
+	__u32 seq, ack;
+
+	__builtin_memcpy(&sport, th, 2);
+	__builtin_memcpy(&dport, th + 2, 2);
+	__builtin_memcpy(&seq, th + 4, 4);
+	__builtin_memcpy(&ack, th + 8, 4);
+	__builtin_memcpy(&win, th + 14, 2);
+	h->sport = bpf_ntohs(sport);
+	h->dport = bpf_ntohs(dport);
+	p->seq = bpf_ntohl(seq);
+	p->ack = bpf_ntohl(ack);
+	p->win_raw = bpf_ntohs(win);
+	p->flags = th[13];
+}
+
+/*
+ * Parses IPv4/IPv6 + TCP at kernel address `l3` with one probe read (a
+ * second only for IPv4 options). `ip_len` is the L3 length to trust for the
+ * payload: the IP header's own when 0. Returns false for anything but TCP.
+ */
+static __always_inline bool parse_l3(struct tt_hdr *h, struct tcp_pkt *p, const void *l3,
+				     __u32 ip_len)
+{
+	__u8 buf[60];
+	__u32 l3_hdr, l4_hdr;
+
+	if (bpf_probe_read_kernel(buf, sizeof(buf), l3))
+		return false;
+	__u8 version = buf[0] >> 4;
+
+	if (version == 4) {
+		__u16 tot_len;
+		__u32 saddr, daddr;
+
+		if (buf[9] != IPPROTO_TCP)
+			return false;
+		l3_hdr = (buf[0] & 0xf) * 4;
+		__builtin_memcpy(&tot_len, buf + 2, 2);
+		__builtin_memcpy(&saddr, buf + 12, 4);
+		__builtin_memcpy(&daddr, buf + 16, 4);
+		if (!ip_len)
+			ip_len = bpf_ntohs(tot_len);
+		h->family = AF_INET;
+		map_v4(h->saddr, saddr);
+		map_v4(h->daddr, daddr);
+		if (l3_hdr == 20) {
+			read_tcphdr(h, p, buf + 20);
+			l4_hdr = (buf[32] >> 4) * 4;
+		} else {
+			__u8 th[20];
+
+			if (bpf_probe_read_kernel(th, sizeof(th), l3 + l3_hdr))
+				return false;
+			read_tcphdr(h, p, th);
+			l4_hdr = (th[12] >> 4) * 4;
+		}
+	} else if (version == 6) {
+		__u16 payload_len;
+
+		if (buf[6] != IPPROTO_TCP) /* no extension headers */
+			return false;
+		l3_hdr = 40;
+		__builtin_memcpy(&payload_len, buf + 4, 2);
+		if (!ip_len)
+			ip_len = 40 + bpf_ntohs(payload_len);
+		h->family = AF_INET6;
+		__builtin_memcpy(h->saddr, buf + 8, 16);
+		__builtin_memcpy(h->daddr, buf + 24, 16);
+		read_tcphdr(h, p, buf + 40);
+		l4_hdr = (buf[52] >> 4) * 4;
+	} else {
+		return false;
+	}
+	p->len = ip_len > l3_hdr + l4_hdr ? ip_len - l3_hdr - l4_hdr : 0;
+	return true;
+}
+
+static __always_inline bool is_ip(const struct sk_buff *skb)
+{
+	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+
+	return proto == ETH_P_IP || proto == ETH_P_IPV6;
+}
+
+/*
+ * Headers at head + network_header. An outgoing skb (`tx`) starts at or
+ * before them, and its length counts better than the IP header's, which is
+ * not reliable for GSO/BIG TCP packets. A dropped skb may start anywhere.
+ */
+static __always_inline bool parse_nh(struct tt_hdr *h, struct tcp_pkt *p, const struct sk_buff *skb,
+				     bool tx)
+{
+	if (!is_ip(skb))
+		return false;
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	__u16 nh = BPF_CORE_READ(skb, network_header);
+	__u32 ip_len = 0;
+
+	if (tx)
+		ip_len = BPF_CORE_READ(skb, len) - (head + nh - BPF_CORE_READ(skb, data));
+	return parse_l3(h, p, head + nh, ip_len);
+}
+
+/* An incoming skb at the driver/GRO layer: skb->data is the IP header. */
+static __always_inline bool parse_rx(struct tt_hdr *h, struct tcp_pkt *p, const struct sk_buff *skb)
+{
+	if (!is_ip(skb))
+		return false;
+	return parse_l3(h, p, BPF_CORE_READ(skb, data), 0);
+}
+
+static __always_inline struct skb_shared_info *skb_shinfo_of(const struct sk_buff *skb)
+{
+	return (void *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
+}
+
+static __always_inline void pkt_body(struct tt_pkt *body, const struct tcp_pkt *p,
+				     const struct sk_buff *skb)
+{
+	struct skb_shared_info *shinfo = skb_shinfo_of(skb);
+
+	body->seq = p->seq;
+	body->ack = p->ack;
+	body->len = p->len;
+	body->win_raw = p->win_raw;
+	body->tcp_flags = p->flags;
+	body->skb_len = BPF_CORE_READ(skb, len);
+	body->gso_segs = BPF_CORE_READ(shinfo, gso_segs);
+	body->gso_size = BPF_CORE_READ(shinfo, gso_size);
+	body->ifindex = BPF_CORE_READ(skb, dev, ifindex);
+}
+
+/* TCP_SKB_CB(skb): the control block TCP keeps in skb->cb. */
+static __always_inline const struct tcp_skb_cb *tcp_cb(const struct sk_buff *skb)
+{
+	return (const void *)((unsigned long)skb + bpf_core_field_offset(struct sk_buff, cb));
+}
+
+#endif /* TENGE_COMMON_BPF_H */

@@ -1,0 +1,294 @@
+//! Which kernel hook each logical probe uses, chosen by trying them.
+//!
+//! Every probe of `bpf/tenge.bpf.c` comes in up to five flavours, one per
+//! [`Backend`]. [`attach_all`] walks the ladder tp_btf → raw_tp → tracepoint →
+//! fentry → kprobe and keeps the first flavour the kernel both loads and
+//! attaches; what failed, and why, stays in the [`ProbePlan`]. Nothing here
+//! looks at the kernel version.
+
+use aya::programs::{
+    BtfTracePoint, FEntry, KProbe, Program, ProgramError, RawTracePoint, TracePoint,
+};
+use aya::{Btf, Ebpf};
+use serde::{Deserialize, Serialize};
+
+/// A kind of kernel hook a probe can run from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    TpBtf,
+    RawTp,
+    Tracepoint,
+    Fentry,
+    Kprobe,
+}
+
+impl Backend {
+    /// The order in which backends are tried: cheapest and most precise first.
+    pub const LADDER: [Backend; 5] = [
+        Backend::TpBtf,
+        Backend::RawTp,
+        Backend::Tracepoint,
+        Backend::Fentry,
+        Backend::Kprobe,
+    ];
+
+    /// Suffix of the C program names (`<probe>_<suffix>`) for this backend.
+    fn program_suffix(self) -> &'static str {
+        match self {
+            Backend::TpBtf => "btf",
+            Backend::RawTp => "raw",
+            Backend::Tracepoint => "tp",
+            Backend::Fentry => "fentry",
+            Backend::Kprobe => "kprobe",
+        }
+    }
+}
+
+/// What happened to one probe: the backend it runs on (None: nothing
+/// attached) and every backend tried before, with the kernel's error.
+/// Backends the probe has no program for are not tried (classic
+/// tcp:tcp_sendmsg_locked has no socket pointer; fentry/kprobe flavours exist
+/// for sendmsg, window_adv and tcp_rcv only).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedProbe {
+    /// The tracepoint, as `category:name`.
+    pub hook: String,
+    /// The event kind it emits (see `event::kind_name`).
+    pub kind: String,
+    pub backend: Option<Backend>,
+    /// The C function that is attached (empty when nothing is).
+    pub program: String,
+    pub tried: Vec<(Backend, String)>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbePlan {
+    pub probes: Vec<PlannedProbe>,
+}
+
+impl ProbePlan {
+    pub fn attached(&self) -> impl Iterator<Item = &PlannedProbe> {
+        self.probes.iter().filter(|p| p.backend.is_some())
+    }
+}
+
+/// One logical probe of tenge.bpf.c.
+struct ProbeSpec {
+    /// Program name prefix in the C file.
+    prefix: &'static str,
+    kind: &'static str,
+    category: &'static str,
+    tracepoint: &'static str,
+    /// The kernel function fentry/kprobe flavours attach to, if they exist.
+    function: Option<&'static str>,
+}
+
+const fn spec(
+    prefix: &'static str,
+    kind: &'static str,
+    category: &'static str,
+    tracepoint: &'static str,
+    function: Option<&'static str>,
+) -> ProbeSpec {
+    ProbeSpec {
+        prefix,
+        kind,
+        category,
+        tracepoint,
+        function,
+    }
+}
+
+/// Every probe, in the order of the packet path: send, device, receive.
+const PROBES: &[ProbeSpec] = &[
+    spec(
+        "sendmsg",
+        "sendmsg",
+        "tcp",
+        "tcp_sendmsg_locked",
+        Some("tcp_sendmsg_locked"),
+    ),
+    spec(
+        "window_adv",
+        "window_adv",
+        "net",
+        "net_dev_queue",
+        Some("__dev_queue_xmit"),
+    ),
+    spec(
+        "dev_start_xmit",
+        "dev_start_xmit",
+        "net",
+        "net_dev_start_xmit",
+        None,
+    ),
+    spec("dev_xmit", "dev_xmit", "net", "net_dev_xmit", None),
+    spec("napi_poll", "napi_poll", "napi", "napi_poll", None),
+    spec("rx_gro", "rx_entry", "net", "napi_gro_receive_entry", None),
+    spec(
+        "rx_netif_recv",
+        "rx_entry",
+        "net",
+        "netif_receive_skb_entry",
+        None,
+    ),
+    spec("rx_netif_rx", "rx_entry", "net", "netif_rx_entry", None),
+    spec(
+        "netif_receive",
+        "netif_receive",
+        "net",
+        "netif_receive_skb",
+        None,
+    ),
+    spec(
+        "tcp_rcv",
+        "tcp_rcv",
+        "tcp",
+        "tcp_probe",
+        Some("tcp_rcv_established"),
+    ),
+    spec("data_ready", "data_ready", "sock", "sk_data_ready", None),
+    spec(
+        "copy_datagram",
+        "copy_datagram",
+        "skb",
+        "skb_copy_datagram_iovec",
+        None,
+    ),
+    spec("app_read", "app_read", "sock", "sock_recv_length", None),
+    spec("state", "state", "sock", "inet_sock_set_state", None),
+    spec(
+        "retransmit",
+        "retransmit",
+        "tcp",
+        "tcp_retransmit_skb",
+        None,
+    ),
+    spec("kfree_skb", "kfree_skb", "skb", "kfree_skb", None),
+];
+
+/// Attaches every probe on the first of `ladder` that works. With an empty
+/// plan (nothing attached) the caller fails; the plan says why per probe.
+pub(crate) fn attach_all(ebpf: &mut Ebpf, btf: &Btf, ladder: &[Backend]) -> ProbePlan {
+    let probes = PROBES
+        .iter()
+        .map(|spec| attach_probe(ebpf, btf, spec, ladder))
+        .collect();
+    ProbePlan { probes }
+}
+
+fn attach_probe(ebpf: &mut Ebpf, btf: &Btf, spec: &ProbeSpec, ladder: &[Backend]) -> PlannedProbe {
+    let mut planned = PlannedProbe {
+        hook: format!("{}:{}", spec.category, spec.tracepoint),
+        kind: spec.kind.to_owned(),
+        backend: None,
+        program: String::new(),
+        tried: Vec::new(),
+    };
+    for &backend in ladder {
+        let name = format!("{}_{}", spec.prefix, backend.program_suffix());
+        // Not every probe has every flavour (no fentry without a function).
+        let Some(program) = ebpf.program_mut(&name) else {
+            continue;
+        };
+        match attach_program(program, btf, spec, backend) {
+            Ok(()) => {
+                planned.backend = Some(backend);
+                planned.program = name;
+                break;
+            }
+            Err(err) => planned.tried.push((backend, error_chain(&err))),
+        }
+    }
+    planned
+}
+
+/// Loads and attaches one program; on failure it is unloaded again.
+fn attach_program(
+    program: &mut Program,
+    btf: &Btf,
+    spec: &ProbeSpec,
+    backend: Backend,
+) -> Result<(), ProgramError> {
+    let function = spec.function.unwrap_or(spec.tracepoint);
+    macro_rules! load_attach {
+        ($ty:ty, |$p:ident| $load:expr, $attach:expr) => {{
+            let $p: &mut $ty = program.try_into()?;
+            $load?;
+            if let Err(err) = $attach {
+                $p.unload()?;
+                return Err(err);
+            }
+            Ok(())
+        }};
+    }
+    match backend {
+        Backend::TpBtf => load_attach!(BtfTracePoint, |p| p.load(spec.tracepoint, btf), p.attach()),
+        Backend::RawTp => load_attach!(RawTracePoint, |p| p.load(), p.attach(spec.tracepoint)),
+        Backend::Tracepoint => {
+            load_attach!(
+                TracePoint,
+                |p| p.load(),
+                p.attach(spec.category, spec.tracepoint)
+            )
+        }
+        Backend::Fentry => load_attach!(FEntry, |p| p.load(function, btf), p.attach()),
+        Backend::Kprobe => load_attach!(KProbe, |p| p.load(), p.attach(function, 0)),
+    }
+}
+
+/// An error and its causes on one line: aya nests the errno deep inside.
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_serialize_as_section_prefixes() {
+        let names: Vec<String> = Backend::LADDER
+            .iter()
+            .map(|b| serde_json::to_string(b).unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "\"tp_btf\"",
+                "\"raw_tp\"",
+                "\"tracepoint\"",
+                "\"fentry\"",
+                "\"kprobe\""
+            ]
+        );
+    }
+
+    #[test]
+    fn every_kind_has_a_probe_and_names_are_known() {
+        for spec in PROBES {
+            assert!(
+                (1..crate::abi::tt_kind::TT_KIND_MAX as u8)
+                    .any(|k| crate::event::kind_name(k) == Some(spec.kind)),
+                "{}",
+                spec.kind
+            );
+        }
+        // cpu_sample comes from the perf_event program, not a tracepoint.
+        for kind in 1..crate::abi::tt_kind::TT_KIND_MAX as u8 {
+            let name = crate::event::kind_name(kind).unwrap();
+            assert!(
+                name == "cpu_sample" || PROBES.iter().any(|s| s.kind == name),
+                "{name} has no probe"
+            );
+        }
+    }
+}
