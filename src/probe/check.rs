@@ -119,6 +119,7 @@ pub fn check() -> CheckReport {
 }
 
 fn check_hooks(btf: &Btf) -> Vec<HookCheck> {
+    let _tracefs = super::tracefs::ensure();
     let loaded = EbpfLoader::new()
         .btf(Some(btf))
         .verifier_log_level(VerifierLogLevel::DISABLE)

@@ -7,6 +7,7 @@
 
 mod check;
 mod plan;
+mod tracefs;
 
 pub use check::{check, Capabilities, CheckReport, HookCheck};
 pub use plan::{Backend, PlannedProbe, ProbePlan};
@@ -103,7 +104,10 @@ impl Tracer {
                     plan::error_chain(&err)
                 )
             })?;
-        let plan = plan::attach_all(&mut ebpf, &btf, &options.backends);
+        let plan = {
+            let _tracefs = tracefs::ensure();
+            plan::attach_all(&mut ebpf, &btf, &options.backends)
+        };
         if plan.attached().next().is_none() {
             let mut errors: Vec<String> = plan
                 .probes

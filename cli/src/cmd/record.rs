@@ -1,0 +1,111 @@
+//! `tenge-trace record -o FILE [filters] [--duration S | -- CMD ARGS...]`
+
+use super::session;
+use crate::cli::RecordArgs;
+use anyhow::Context;
+use std::collections::BTreeSet;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tenge_trace::collector::Collector;
+use tenge_trace::event::{Body, Event};
+use tenge_trace::flow::FlowTable;
+use tenge_trace::trace_file::{clock_ns, TraceMeta, TraceSummary, TraceWriter};
+
+pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let flags = session::StopFlags::install()?;
+    let stop = &flags.stop;
+    let mut tracer = session::start(&args.filters, args.cpu_profile.then_some(args.cpu_hz))?;
+
+    let mut meta = TraceMeta::for_this_host();
+    meta.probe_plan = serde_json::to_value(tracer.plan())?;
+    meta.filters = serde_json::to_value(session::filters(&args.filters)?)?;
+    meta.sample_every = args.filters.sample;
+    meta.command = args.command.clone();
+    let mut writer = TraceWriter::create(&args.output, &meta)?;
+
+    // The command starts once the probes are attached, so nothing it does is missed.
+    let child = match args.command.split_first() {
+        None => None,
+        Some((program, rest)) => {
+            let mut child = std::process::Command::new(program)
+                .args(rest)
+                .spawn()
+                .with_context(|| format!("cannot run {program}"))?;
+            let stop = std::sync::Arc::clone(stop);
+            Some(std::thread::spawn(move || {
+                let status = child.wait();
+                stop.store(true, Ordering::SeqCst);
+                status
+            }))
+        }
+    };
+    let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
+
+    let mut flows = FlowTable::new();
+    let mut stack_ids = BTreeSet::new();
+    let mut write_error = None;
+    let mut progress = session::Progress::new(args.quiet);
+    let stats = Collector::new().run(
+        &mut tracer,
+        stop,
+        deadline,
+        |record| {
+            if write_error.is_some() {
+                return;
+            }
+            if let Ok(ev) = Event::decode(record) {
+                flows.observe(&ev);
+                if let Body::CpuSample(s) = ev.body {
+                    stack_ids.extend([s.kstack_id, s.ustack_id].into_iter().filter(|&id| id >= 0));
+                }
+            }
+            if let Err(err) = writer.write_record(record) {
+                write_error = Some(err);
+                stop.store(true, Ordering::SeqCst);
+            }
+        },
+        |stats| progress.tick(stats, flows.len()),
+    )?;
+    progress.done();
+    if let Some(err) = write_error {
+        return Err(err.into());
+    }
+
+    let child_status = child.map(|handle| handle.join().expect("waiter thread"));
+    let end_reason = match (&child_status, deadline) {
+        (Some(_), _) if !flags.interrupted() => "command exited",
+        _ if flags.interrupted() => "interrupted",
+        (None, Some(_)) => "duration",
+        _ => "stopped",
+    };
+    let ids: Vec<i32> = stack_ids.into_iter().collect();
+    let summary = TraceSummary {
+        events: stats.events,
+        lost: session::lost_by_name(&stats.lost),
+        duration_ns: stats.elapsed.as_nanos() as u64,
+        ended_unix_ns: clock_ns(libc::CLOCK_REALTIME),
+        end_reason: end_reason.into(),
+        stacks: tracer.resolve_stacks(&ids).into_iter().collect(),
+    };
+    drop(tracer);
+    writer.finish(&summary)?;
+
+    eprintln!(
+        "tenge-trace: {} events from {} flows in {:.1} s ({}) written to {}",
+        stats.events,
+        flows.len(),
+        stats.elapsed.as_secs_f64(),
+        end_reason,
+        args.output.display()
+    );
+    session::report_lost(&stats);
+    match child_status {
+        Some(Ok(status)) if !status.success() => {
+            eprintln!("tenge-trace: the command exited with {status}");
+            Ok(ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8))
+        }
+        Some(Err(err)) => Err(err).context("waiting for the command"),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}

@@ -1,0 +1,41 @@
+//! Classic tracepoints are attached by their id, which aya reads from tracefs;
+//! many systems do not mount it. Mount it for as long as attaching takes, and
+//! unmount only what we mounted, so the system is left as it was found.
+
+use std::ffi::CString;
+use std::path::Path;
+
+const MOUNT_POINT: &str = "/sys/kernel/tracing";
+
+pub(crate) struct TracefsMount {
+    mounted: bool,
+}
+
+/// Makes tracefs available if it is not (needs CAP_SYS_ADMIN; a failure only
+/// means the `tracepoint` backend will not attach).
+pub(crate) fn ensure() -> TracefsMount {
+    let present = ["/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"]
+        .iter()
+        .any(|p| Path::new(p).exists());
+    if present {
+        return TracefsMount { mounted: false };
+    }
+    let (source, target, fstype) = (c("nodev"), c(MOUNT_POINT), c("tracefs"));
+    // SAFETY: valid NUL-terminated strings; no data argument.
+    let rc = unsafe { libc::mount(source.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+    TracefsMount { mounted: rc == 0 }
+}
+
+impl Drop for TracefsMount {
+    fn drop(&mut self) {
+        if self.mounted {
+            let target = c(MOUNT_POINT);
+            // SAFETY: valid path; a lazy detach cannot fail on a busy mount.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+fn c(s: &str) -> CString {
+    CString::new(s).expect("no NUL in constant")
+}
