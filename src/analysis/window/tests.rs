@@ -517,3 +517,50 @@ fn ignores_events_without_a_socket() {
     assert_eq!(a.push(&ev).count(), 0);
     assert!(a.finish(0).flows.is_empty());
 }
+
+/// Replay speed: `cargo test --release --lib analysis::window::tests::push_rate -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn push_rate() {
+    let socks: Vec<Sock> = (0..64)
+        .map(|i| Sock {
+            cookie: 100 + i,
+            netns: 1,
+            local: "10.0.0.1:5000",
+            remote: "10.0.0.2:80",
+        })
+        .collect();
+    let mut events = Vec::new();
+    for i in 0..200_000u32 {
+        let s = &socks[(i % 64) as usize];
+        let ts = u64::from(i) * 1000;
+        let seq = i.wrapping_mul(8948);
+        events.push(s.adv(ts, paper_adv(65072, seq, 26844)));
+        events.push(s.rcv(
+            ts + 500,
+            ack(
+                seq,
+                seq.wrapping_add(8948),
+                seq.wrapping_add(26844),
+                seq.wrapping_add(100000),
+                26844,
+            ),
+        ));
+    }
+    let mut a = WindowAnalyzer::new(WindowConfig::default());
+    let start = std::time::Instant::now();
+    let rounds = 25;
+    let mut alerts = 0;
+    for _ in 0..rounds {
+        for ev in &events {
+            alerts += a.push(ev).count();
+        }
+    }
+    let n = events.len() * rounds;
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{n} events in {secs:.3} s: {:.1} M events/s ({alerts} alerts)",
+        n as f64 / secs / 1e6
+    );
+    assert!(a.finish(0).flows.len() == 64);
+}
