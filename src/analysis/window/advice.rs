@@ -1,0 +1,209 @@
+//! Advice in numbers: the buffer, the throughput ceiling, the MTU.
+
+use super::alerts::{bps, rate};
+use super::kernel::{space_for_window, win_from_space};
+use serde::Serialize;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MtuOption {
+    pub mtu: u32,
+    pub mss: u32,
+    /// Whole segments of `mss` in the free space, and the bytes left over.
+    pub segments: u32,
+    pub lost_bytes: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Advice {
+    /// The receive buffer whose window (empty buffer) holds `segments` whole
+    /// segments: `sk_rcvbuf` is the inverse of `tcp_win_from_space()` at the
+    /// measured `scaling_ratio`; `setsockopt(SO_RCVBUF)` takes half of it (the
+    /// kernel doubles the value); `tcp_rmem` takes `sk_rcvbuf` as is.
+    ReceiveBuffer {
+        segments: u32,
+        window: u64,
+        scaling_ratio: u8,
+        sk_rcvbuf: u64,
+        so_rcvbuf: u64,
+        tcp_rmem: u64,
+        /// The window exceeds 65535 but the connection has no window scaling.
+        needs_window_scaling: bool,
+        message: String,
+    },
+    /// What the current window allows at the measured RTT: window / srtt.
+    ThroughputCeiling {
+        window: u64,
+        srtt_us: u32,
+        ceiling_bps: f64,
+        message: String,
+    },
+    /// MSS values (and the MTU they need) that fill the free space with little left over.
+    Mtu {
+        free_space: u64,
+        current_mss: u32,
+        current_lost_bytes: u64,
+        options: Vec<MtuOption>,
+        message: String,
+    },
+}
+
+pub fn receive_buffer(
+    segments: u32,
+    mss: u32,
+    scaling_ratio: u8,
+    rcv_wscale: u8,
+) -> Option<Advice> {
+    let window = u64::from(segments) * u64::from(mss);
+    let sk_rcvbuf = space_for_window(scaling_ratio, window)?;
+    debug_assert!(win_from_space(scaling_ratio, sk_rcvbuf as i64) >= window as i64);
+    let so_rcvbuf = sk_rcvbuf.div_ceil(2);
+    let needs_window_scaling = rcv_wscale == 0 && window > 65535;
+    let message = format!(
+        "a window of {segments} × {mss} B = {window} B needs sk_rcvbuf ≥ {sk_rcvbuf} B at scaling_ratio {scaling_ratio}/256: \
+         SO_RCVBUF {so_rcvbuf} (doubled by the kernel) or tcp_rmem {sk_rcvbuf}{}",
+        if needs_window_scaling { "; and window scaling, as it exceeds 65535" } else { "" }
+    );
+    Some(Advice::ReceiveBuffer {
+        segments,
+        window,
+        scaling_ratio,
+        sk_rcvbuf,
+        so_rcvbuf,
+        tcp_rmem: sk_rcvbuf,
+        needs_window_scaling,
+        message,
+    })
+}
+
+pub fn throughput_ceiling(window: u64, srtt_us: u32) -> Option<Advice> {
+    let ceiling_bps = bps(window as f64, f64::from(srtt_us))?;
+    let message = format!(
+        "a {window} B window at srtt {srtt_us} µs allows at most {}",
+        rate(ceiling_bps)
+    );
+    Some(Advice::ThroughputCeiling {
+        window,
+        srtt_us,
+        ceiling_bps,
+        message,
+    })
+}
+
+/// For `free_space` and the current `mss`: the largest MSS giving k whole
+/// segments, for the current k and the next three (`⌊free/k⌋`, leaving
+/// `free mod k` < k bytes), as MTUs with `overhead` bytes of headers.
+pub fn mtu_choices(free_space: u64, mss: u32, overhead: u32) -> Option<Advice> {
+    if mss == 0 || free_space < u64::from(mss) {
+        return None;
+    }
+    let current = free_space / u64::from(mss);
+    let options: Vec<MtuOption> = (current..current + 4)
+        .filter_map(|k| {
+            let m = free_space / k;
+            let mtu = m + u64::from(overhead);
+            (m >= 536 && mtu <= 65535).then(|| MtuOption {
+                mtu: mtu as u32,
+                mss: m as u32,
+                segments: k as u32,
+                lost_bytes: free_space - k * m,
+            })
+        })
+        .collect();
+    let current_lost_bytes = free_space % u64::from(mss);
+    let best = options.first()?;
+    let message = format!(
+        "{free_space} B free hold {current} × {mss} B segments, {current_lost_bytes} B unused; an MSS of {} (MTU {}) would use all but {} B",
+        best.mss, best.mtu, best.lost_bytes
+    );
+    Some(Advice::Mtu {
+        free_space,
+        current_mss: mss,
+        current_lost_bytes,
+        options,
+        message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffer_for_whole_segments() {
+        // 4 × 8948 = 35792 B at ratio 234: ⌈35792·256/234⌉ = ⌈39157.6⌉ = 39158;
+        // win_from_space(234, 39158) = 9162972 >> 8 = 35792. SO_RCVBUF 19579.
+        let Some(Advice::ReceiveBuffer {
+            window,
+            sk_rcvbuf,
+            so_rcvbuf,
+            needs_window_scaling,
+            ..
+        }) = receive_buffer(4, 8948, 234, 0)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (window, sk_rcvbuf, so_rcvbuf, needs_window_scaling),
+            (35792, 39158, 19579, false)
+        );
+        assert_eq!(win_from_space(234, 39158), 35792);
+        assert_eq!(win_from_space(234, 39157), 35791);
+        // 8 segments = 71584 > 65535 without a scale.
+        let Some(Advice::ReceiveBuffer {
+            needs_window_scaling,
+            ..
+        }) = receive_buffer(8, 8948, 234, 0)
+        else {
+            panic!()
+        };
+        assert!(needs_window_scaling);
+        assert!(receive_buffer(4, 8948, 0, 0).is_none());
+    }
+
+    #[test]
+    fn ceiling() {
+        // 26844 B per 100 µs = 2.147 Gb/s.
+        let Some(Advice::ThroughputCeiling { ceiling_bps, .. }) = throughput_ceiling(26844, 100)
+        else {
+            panic!()
+        };
+        assert_eq!(ceiling_bps, 26844.0 * 8.0 * 1e4);
+        assert!(throughput_ceiling(26844, 0).is_none());
+    }
+
+    #[test]
+    fn mtus_for_the_paper_free_space() {
+        // 33000 B free, MSS 8948: 3 segments, 6156 B unused. k = 3: ⌊33000/3⌋ = 11000
+        // (MTU 11052 with 52 B of headers), 0 left; k = 4: 8250 (MTU 8302), 0 left;
+        // k = 5: 6600, 0 left; k = 6: 5500, 0 left.
+        let Some(Advice::Mtu {
+            current_lost_bytes,
+            options,
+            ..
+        }) = mtu_choices(33000, 8948, 52)
+        else {
+            panic!()
+        };
+        assert_eq!(current_lost_bytes, 6156);
+        let got: Vec<(u32, u32, u64)> = options
+            .iter()
+            .map(|o| (o.mtu, o.mss, o.lost_bytes))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (11052, 11000, 0),
+                (8302, 8250, 0),
+                (6652, 6600, 0),
+                (5552, 5500, 0)
+            ]
+        );
+        // 27001 B: k = 4 → 6750, 1 B left (27001 − 27000).
+        let Some(Advice::Mtu { options, .. }) = mtu_choices(27001, 8948, 52) else {
+            panic!()
+        };
+        assert_eq!((options[1].mss, options[1].lost_bytes), (6750, 1));
+        assert!(mtu_choices(2464, 8948, 52).is_none());
+    }
+}

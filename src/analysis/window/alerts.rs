@@ -1,0 +1,98 @@
+//! Live alerts and their hysteresis: one alert per episode.
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    /// The advertised window loses more than the threshold of free space to rounding or clamping.
+    MssClamp,
+    /// The window stayed below one MSS with data waiting, for at least `min_duration_ns`.
+    SwsStall,
+    RwndLimited,
+    CwndLimited,
+    SndbufLimited,
+}
+
+impl AlertKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AlertKind::MssClamp => "mss_clamp",
+            AlertKind::SwsStall => "sws_stall",
+            AlertKind::RwndLimited => "rwnd_limited",
+            AlertKind::CwndLimited => "cwnd_limited",
+            AlertKind::SndbufLimited => "sndbuf_limited",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Alert {
+    pub ts_ns: u64,
+    pub sock_cookie: u64,
+    /// "src -> dst" (local end first).
+    pub flow: String,
+    pub kind: AlertKind,
+    /// What happened, with the bytes and the throughput it costs.
+    pub message: String,
+}
+
+/// An episode switch with hysteresis: it fires when the metric reaches the
+/// threshold and re-arms only after the metric falls below half of it, so a
+/// metric hovering around the threshold gives one alert, not one per event.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Episode {
+    active: bool,
+}
+
+impl Episode {
+    /// Feeds the current metric; true exactly when a new episode starts.
+    pub fn update(&mut self, metric: f64, threshold: f64) -> bool {
+        if self.active {
+            self.active = metric >= threshold / 2.0;
+            false
+        } else {
+            self.active = metric >= threshold;
+            self.active
+        }
+    }
+}
+
+/// Bits per second for `bytes` per `us` microseconds; None without a time.
+pub(super) fn bps(bytes: f64, us: f64) -> Option<f64> {
+    (us > 0.0).then(|| bytes * 8.0 * 1e6 / us)
+}
+
+/// A rate for a message: "1.23 Gb/s", "456.7 Mb/s", "89.0 kb/s".
+pub(super) fn rate(bps: f64) -> String {
+    match bps {
+        b if b >= 1e9 => format!("{:.2} Gb/s", b / 1e9),
+        b if b >= 1e6 => format!("{:.1} Mb/s", b / 1e6),
+        b => format!("{:.1} kb/s", b / 1e3),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn episode_hysteresis() {
+        let mut e = Episode::default();
+        // 20 % threshold: 19 no, 21 fires, 15 and 25 stay in the episode (≥ 10),
+        // 9 ends it, 30 starts a second one.
+        let fired: Vec<bool> = [19.0, 21.0, 15.0, 25.0, 9.0, 30.0]
+            .iter()
+            .map(|&m| e.update(m, 20.0))
+            .collect();
+        assert_eq!(fired, [false, true, false, false, false, true]);
+    }
+
+    #[test]
+    fn rates() {
+        // 26844 B per 100 µs = 26844·8·10^4 = 2.147 Gb/s.
+        assert_eq!(rate(bps(26844.0, 100.0).unwrap()), "2.15 Gb/s");
+        assert_eq!(rate(8948.0 * 8.0 / 0.45), "159.1 kb/s");
+        assert_eq!(bps(1.0, 0.0), None);
+    }
+}

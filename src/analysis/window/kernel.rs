@@ -1,0 +1,422 @@
+//! The kernel's receive-window arithmetic (Linux 6.18, `include/net/tcp.h` and
+//! `net/ipv4/tcp_output.c`), re-run in user space on the state a `window_adv`
+//! event recorded, so that every advertised window can be explained rule by rule.
+//!
+//! Integer widths follow the kernel: space and window values are `int` there
+//! (negative free space is possible), sequence numbers wrap as `u32`.
+
+/// `TCP_RMEM_TO_WIN_SCALE`: `scaling_ratio` is a fraction of 256.
+const TCP_RMEM_TO_WIN_SCALE: u32 = 8;
+/// `ICSK_ACK_NOMEM` in `icsk_ack.pending`: the last skb could not be charged.
+pub const ICSK_ACK_NOMEM: u8 = 32;
+/// The largest value of the 16-bit header field.
+const MAX_HEADER_WINDOW: u32 = 65535;
+
+/// `__tcp_win_from_space()`: the part of `space` bytes of buffer that can be
+/// offered as window, given the measured payload/truesize `scaling_ratio`.
+pub fn win_from_space(scaling_ratio: u8, space: i64) -> i64 {
+    (space * i64::from(scaling_ratio)) >> TCP_RMEM_TO_WIN_SCALE
+}
+
+/// The inverse of [`win_from_space`]: the smallest buffer whose window is at
+/// least `window` bytes. None when `scaling_ratio` is 0 (no window at all).
+pub fn space_for_window(scaling_ratio: u8, window: u64) -> Option<u64> {
+    (scaling_ratio > 0)
+        .then(|| (window << TCP_RMEM_TO_WIN_SCALE).div_ceil(u64::from(scaling_ratio)))
+}
+
+/// Largest multiple of `unit` (a power of two) not above `x`; floors negatives like the kernel's `round_down`.
+fn round_down_pow2(x: i64, unit: i64) -> i64 {
+    x & !(unit - 1)
+}
+
+/// The kernel's `ALIGN(x, unit)` for a power of two `unit`.
+fn align_up_pow2(x: u64, unit: u64) -> u64 {
+    (x + unit - 1) & !(unit - 1)
+}
+
+/// `rounddown(x, m)` for non-negative `x` and positive `m`.
+pub fn round_down_to(x: u64, m: u64) -> u64 {
+    if m == 0 {
+        x
+    } else {
+        x - x % m
+    }
+}
+
+/// What `__tcp_select_window()` and `tcp_select_window()` read from the socket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReceiveState {
+    pub sk_rcvbuf: u32,
+    pub sk_rmem_alloc: u32,
+    pub sk_backlog_len: u32,
+    pub scaling_ratio: u8,
+    pub window_clamp: u32,
+    pub rcv_ssthresh: u32,
+    pub rcv_mss: u32,
+    pub rcv_wscale: u8,
+    pub rcv_nxt: u32,
+    /// `icsk_ack.pending & ICSK_ACK_NOMEM`.
+    pub nomem: bool,
+    /// `net.ipv4.tcp_shrink_window` of the socket's namespace.
+    pub shrink_window: bool,
+}
+
+/// The offer stored by the previous selection: `tp->rcv_wnd` and `tp->rcv_wup`.
+/// Together with the current `rcv_nxt` they give `tcp_receive_window()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PriorOffer {
+    pub rcv_wnd: u32,
+    pub rcv_wup: u32,
+}
+
+impl PriorOffer {
+    /// `tcp_receive_window()`: what is left of the previous offer at `rcv_nxt`.
+    pub fn remaining(&self, rcv_nxt: u32) -> u32 {
+        let win = self
+            .rcv_wup
+            .wrapping_add(self.rcv_wnd)
+            .wrapping_sub(rcv_nxt) as i32;
+        win.max(0) as u32
+    }
+}
+
+/// Which branch of `__tcp_select_window()` produced its result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// `full_space <= 0`: no buffer at all.
+    NoSpace,
+    /// Free space below half the full space and below `rcv_mss`, `allowed/16`
+    /// (or `1 << wscale` on the shrink path): the SWS-avoidance zero.
+    SwsZero,
+    /// Free space above `rcv_ssthresh`: the soft cap decided.
+    SsthreshCap,
+    /// `rcv_wscale > 0`: free space aligned to the scale unit.
+    WscaleAlign,
+    /// `rcv_wscale == 0`: `rounddown(free_space, mss)`.
+    MssRoundDown,
+    /// `rcv_wscale == 0`: the previous `rcv_wnd` is within one MSS below free space, kept.
+    KeptPrevious,
+    /// `rcv_wscale == 0` and `mss == full_space`: the whole free space.
+    MssIsFullSpace,
+}
+
+/// The kernel's choice, every intermediate value kept for classification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// `tcp_space()`; may be negative.
+    pub free_space: i64,
+    /// `tcp_full_space()`.
+    pub allowed_space: i64,
+    /// `min(window_clamp, allowed_space)`.
+    pub full_space: i64,
+    /// `rcv_mss` clipped to `full_space`.
+    pub mss: i64,
+    /// `__tcp_select_window()`'s result and the rule behind it.
+    pub proposed: u32,
+    pub rule: Rule,
+    /// `tcp_receive_window()` before this selection, when the previous offer is known.
+    pub cur_win: Option<u32>,
+    /// The never-shrink rule replaced `proposed` by `ALIGN(cur_win, 1 << wscale)`.
+    pub never_shrink: bool,
+    /// The NOMEM path forced a zero window (and shrank the offer).
+    pub nomem: bool,
+    /// `tp->rcv_wnd` after the selection (not clamped to the header).
+    pub stored: u32,
+    /// The header's window, unscaled back to bytes: `min(stored, 65535 << ws) >> ws << ws`.
+    pub header: u32,
+}
+
+/// `__tcp_select_window()`. `prior_rcv_wnd` is `tp->rcv_wnd` before the
+/// selection (used by the `rcv_wscale == 0` hysteresis).
+fn select_proposal(s: &ReceiveState, prior_rcv_wnd: u32) -> (i64, i64, i64, i64, i64, Rule) {
+    let free0 = win_from_space(
+        s.scaling_ratio,
+        i64::from(s.sk_rcvbuf) - i64::from(s.sk_backlog_len) - i64::from(s.sk_rmem_alloc),
+    );
+    let allowed = win_from_space(s.scaling_ratio, i64::from(s.sk_rcvbuf));
+    let full = i64::from(s.window_clamp as i32).min(allowed);
+    let unit = 1i64 << s.rcv_wscale;
+    let ssthresh = i64::from(s.rcv_ssthresh);
+    let mss = i64::from(s.rcv_mss as i32).min(full);
+    let done = |window: i64, rule| (free0, allowed, full, mss, window, rule);
+    if mss <= 0 {
+        return done(0, Rule::NoSpace);
+    }
+    let mut free = free0;
+    if s.shrink_window && s.rcv_wscale > 0 {
+        free = round_down_pow2(free, unit);
+        if free < full >> 1 && (free < allowed >> 4 || free < mss || free < unit) {
+            return done(0, Rule::SwsZero);
+        }
+        if free > ssthresh {
+            return done(
+                align_up_pow2(ssthresh as u64, unit as u64) as i64,
+                Rule::SsthreshCap,
+            );
+        }
+        return done(free, Rule::WscaleAlign);
+    }
+    if free < full >> 1 {
+        free = round_down_pow2(free, unit);
+        if free < allowed >> 4 || free < mss {
+            return done(0, Rule::SwsZero);
+        }
+    }
+    let capped = free > ssthresh;
+    if capped {
+        free = ssthresh;
+    }
+    let (window, rule) = if s.rcv_wscale > 0 {
+        (
+            align_up_pow2(free as u64, unit as u64) as i64,
+            Rule::WscaleAlign,
+        )
+    } else {
+        let kept = i64::from(prior_rcv_wnd as i32);
+        if kept <= free - mss || kept > free {
+            (free - free % mss, Rule::MssRoundDown)
+        } else if mss == full && free > kept + (full >> 1) {
+            (free, Rule::MssIsFullSpace)
+        } else {
+            (kept, Rule::KeptPrevious)
+        }
+    };
+    done(window, if capped { Rule::SsthreshCap } else { rule })
+}
+
+/// `tcp_select_window()` around `__tcp_select_window()`: the NOMEM zero, the
+/// never-shrink rule (unless `tcp_shrink_window` with a scale), and the header clamp.
+/// `prior` is the previous selection's stored offer; None when it was not seen,
+/// in which case the never-shrink rule cannot be applied.
+pub fn select_window(s: &ReceiveState, prior: Option<PriorOffer>) -> Selection {
+    let (free_space, allowed_space, full_space, mss, proposed, rule) =
+        select_proposal(s, prior.map_or(0, |p| p.rcv_wnd));
+    let proposed = proposed.clamp(0, i64::from(u32::MAX)) as u32;
+    let cur_win = prior.map(|p| p.remaining(s.rcv_nxt));
+    let unit = 1u64 << s.rcv_wscale;
+    let mut sel = Selection {
+        free_space,
+        allowed_space,
+        full_space,
+        mss,
+        proposed,
+        rule,
+        cur_win,
+        never_shrink: false,
+        nomem: s.nomem,
+        stored: proposed,
+        header: 0,
+    };
+    if s.nomem {
+        sel.stored = 0;
+        return sel;
+    }
+    if let Some(cur) = cur_win {
+        if proposed < cur && (!s.shrink_window || s.rcv_wscale == 0) {
+            sel.never_shrink = true;
+            sel.stored = align_up_pow2(u64::from(cur), unit) as u32;
+        }
+    }
+    sel.header = header_window(sel.stored, s.rcv_wscale);
+    sel
+}
+
+/// The window a peer reads from the header, in bytes: the 16-bit field holds
+/// `min(stored, 65535 << ws) >> ws`.
+pub fn header_window(stored: u32, rcv_wscale: u8) -> u32 {
+    let cap = u64::from(MAX_HEADER_WINDOW) << rcv_wscale;
+    ((u64::from(stored).min(cap) >> rcv_wscale) << rcv_wscale) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The measured receiver of the notes (§6): SO_RCVBUF 65536 → sk_rcvbuf
+    /// 131072, scaling_ratio 234 (8948/9780), so allowed = 131072·234 >> 8 = 119808.
+    fn measured(rmem: u32, wscale: u8) -> ReceiveState {
+        ReceiveState {
+            sk_rcvbuf: 131072,
+            sk_rmem_alloc: rmem,
+            scaling_ratio: 234,
+            window_clamp: 119808,
+            rcv_ssthresh: 119808,
+            rcv_mss: 8948,
+            rcv_wscale: wscale,
+            rcv_nxt: 1000,
+            ..Default::default()
+        }
+    }
+
+    /// A prior offer whose right edge is exactly `remaining` bytes past rcv_nxt 1000.
+    fn prior(rcv_wnd: u32, remaining: u32) -> Option<PriorOffer> {
+        Some(PriorOffer {
+            rcv_wnd,
+            rcv_wup: (1000 + remaining).wrapping_sub(rcv_wnd),
+        })
+    }
+
+    #[test]
+    fn win_from_space_and_inverse() {
+        // 131072 · 234 = 30670848; >> 8 = 119808.
+        assert_eq!(win_from_space(234, 131072), 119808);
+        // Default ratio 128 is one half: 66000 → 33000.
+        assert_eq!(win_from_space(128, 66000), 33000);
+        // Negative space floors: −10 · 128 = −1280 >> 8 = −5.
+        assert_eq!(win_from_space(128, -10), -5);
+        // 27001 · 256 / 234 = 29539.56 → 29540 (29540·234 >> 8 = 27001, 29539 gives 27000).
+        assert_eq!(space_for_window(234, 27001), Some(29540));
+        assert_eq!(win_from_space(234, 29540), 27001);
+        assert_eq!(win_from_space(234, 29539), 27000);
+        assert_eq!(space_for_window(0, 1), None);
+    }
+
+    #[test]
+    fn measured_26844_is_rounddown_of_27001() {
+        // rmem 101532 → space 29540 → free 27001 < full/2 = 59904: SWS regime,
+        // but 27001 ≥ rcv_mss and ≥ allowed/16 = 7488, so no zero; ws 0 →
+        // rounddown(27001, 8948) = 3·8948 = 26844 (prior 62636 is not within one MSS).
+        let sel = select_window(&measured(101532, 0), prior(62636, 30000));
+        assert_eq!(sel.free_space, 27001);
+        assert_eq!((sel.proposed, sel.rule), (26844, Rule::MssRoundDown));
+        assert_eq!(sel.cur_win, Some(30000));
+        // 26844 < cur_win 30000: the never-shrink rule keeps the old right edge.
+        assert!(sel.never_shrink);
+        assert_eq!(sel.stored, 30000);
+        // With the old offer consumed (cur_win ≤ 26844) the rounded window goes out.
+        let sel = select_window(&measured(101532, 0), prior(62636, 8948));
+        assert_eq!(
+            (sel.stored, sel.header, sel.never_shrink),
+            (26844, 26844, false)
+        );
+    }
+
+    #[test]
+    fn mss_hysteresis_keeps_previous_offer() {
+        // free 27001: a previous rcv_wnd of 20000 is in (27001−8948, 27001] = (18053, 27001], kept.
+        let sel = select_window(&measured(101532, 0), prior(20000, 0));
+        assert_eq!((sel.proposed, sel.rule), (20000, Rule::KeptPrevious));
+        // 18053 itself is not (the kernel tests window <= free − mss).
+        let sel = select_window(&measured(101532, 0), prior(18053, 0));
+        assert_eq!((sel.proposed, sel.rule), (26844, Rule::MssRoundDown));
+    }
+
+    #[test]
+    fn wscale_aligns_up_not_to_mss() {
+        // rmem 29340 → space 101732 → 101732·234 >> 8 = 92989; ≥ full/2, below
+        // ssthresh; ws 1 → ALIGN(92989, 2) = 92990 (measured).
+        let sel = select_window(&measured(29340, 1), prior(0, 0));
+        assert_eq!(sel.free_space, 92989);
+        assert_eq!(
+            (sel.proposed, sel.rule, sel.stored, sel.header),
+            (92990, Rule::WscaleAlign, 92990, 92990)
+        );
+    }
+
+    #[test]
+    fn sws_zero_below_rcv_mss() {
+        // rmem 128376 (ss: r128376) → space 2696 → 2696·234 >> 8 = 2464 < 8948: zero.
+        let sel = select_window(&measured(128376, 0), prior(8948, 0));
+        assert_eq!(sel.free_space, 2464);
+        assert_eq!(
+            (sel.proposed, sel.rule, sel.stored, sel.header),
+            (0, Rule::SwsZero, 0, 0)
+        );
+        // Same state while 832 B of an earlier offer remain: never shrink, ALIGN(832, 1).
+        let sel = select_window(&measured(128376, 0), prior(8948, 832));
+        assert_eq!((sel.proposed, sel.never_shrink, sel.stored), (0, true, 832));
+    }
+
+    #[test]
+    fn never_shrink_residual_aligned_to_scale() {
+        // ws 1, free 2464 → round_down(2464, 2) = 2464 < mss: proposal 0; 831 B
+        // remain of the old offer → ALIGN(831, 2) = 832.
+        let sel = select_window(&measured(128376, 1), prior(9780, 831));
+        assert_eq!(
+            (sel.proposed, sel.never_shrink, sel.stored, sel.header),
+            (0, true, 832, 832)
+        );
+        // With tcp_shrink_window=1 and a scale the residual is retracted to 0.
+        let mut s = measured(128376, 1);
+        s.shrink_window = true;
+        let sel = select_window(&s, prior(9780, 831));
+        assert_eq!((sel.never_shrink, sel.stored), (false, 0));
+        // ... but without a scale the sysctl does nothing: the residual stays.
+        let mut s = measured(128376, 0);
+        s.shrink_window = true;
+        assert_eq!(select_window(&s, prior(9780, 831)).stored, 831);
+    }
+
+    #[test]
+    fn shrink_path_rounds_down_and_aligns_ssthresh_up() {
+        let mut s = measured(29340, 3);
+        s.shrink_window = true;
+        // free 92989 → round_down(92989, 8) = 92984; not SWS; below ssthresh.
+        assert_eq!(select_window(&s, None).proposed, 92984);
+        // ssthresh 50001 → ALIGN(50001, 8) = 50008.
+        s.rcv_ssthresh = 50001;
+        let sel = select_window(&s, None);
+        assert_eq!((sel.proposed, sel.rule), (50008, Rule::SsthreshCap));
+    }
+
+    #[test]
+    fn header_clamp_at_65535_without_scale() {
+        // rmem 33000 → space 98072 → 98072·234 = 22948848 >> 8 = 89643 ≥ full/2.
+        // ssthresh 85000 caps it: rounddown(85000, 8948) = 9·8948 = 80532, the
+        // measured internal rcv_wnd; the 16-bit header says 65535.
+        let mut s = measured(33000, 0);
+        s.rcv_ssthresh = 85000;
+        let sel = select_window(&s, prior(0, 0));
+        assert_eq!(sel.free_space, 89643);
+        assert_eq!((sel.proposed, sel.rule), (80532, Rule::SsthreshCap));
+        assert_eq!((sel.stored, sel.header), (80532, 65535));
+        // With ws 2 the cap is 65535 << 2 = 262140, no clamp.
+        assert_eq!(header_window(80532, 2), 80532);
+        assert_eq!(header_window(300000, 2), 262140);
+    }
+
+    #[test]
+    fn nomem_forces_zero_and_shrinks() {
+        let mut s = measured(29340, 1);
+        s.nomem = true;
+        let sel = select_window(&s, prior(92990, 50000));
+        assert_eq!((sel.nomem, sel.stored, sel.header), (true, 0, 0));
+    }
+
+    #[test]
+    fn mss_clipped_to_full_space_and_whole_free_space() {
+        // A tiny clamp: window_clamp 8000 < rcv_mss 8948 → mss = full = 8000.
+        // free 27001 ≥ 4000 → not SWS; capped? ssthresh 8000 → free = 8000.
+        // ws 0, prior 0 ≤ 8000 − 8000 → rounddown(8000, 8000) = 8000.
+        let mut s = measured(101532, 0);
+        s.window_clamp = 8000;
+        s.rcv_ssthresh = 8000;
+        let sel = select_window(&s, prior(0, 0));
+        assert_eq!((sel.mss, sel.proposed), (8000, 8000));
+        // mss == full, prior 3000 is in (0, 8000], and free 8000 > 3000 + 4000 → free.
+        let sel = select_window(&s, prior(3000, 0));
+        assert_eq!(sel.proposed, 8000);
+        // No buffer: window_clamp 0 → full 0 → zero.
+        s.window_clamp = 0;
+        assert_eq!(select_window(&s, None).rule, Rule::NoSpace);
+    }
+
+    #[test]
+    fn paper_receiver_example() {
+        // Feng et al. §3.5.1: 33000 free, receiver MSS 8948 → 26844.
+        // ratio 128, rcvbuf 131072, rmem 65072 → space 66000 → free 33000;
+        // allowed 65536, full 65536, 33000 ≥ 32768: no SWS regime.
+        let s = ReceiveState {
+            sk_rcvbuf: 131072,
+            sk_rmem_alloc: 65072,
+            scaling_ratio: 128,
+            window_clamp: 65536,
+            rcv_ssthresh: 65536,
+            rcv_mss: 8948,
+            ..Default::default()
+        };
+        let sel = select_window(&s, None);
+        assert_eq!((sel.free_space, sel.proposed), (33000, 26844));
+    }
+}

@@ -1,0 +1,540 @@
+//! What holds a sender back, over time: the receive window, the congestion
+//! window, the send buffer or the application; from the sender's per-event
+//! state, cross-checked with the kernel's own chrono counters.
+
+use crate::event::{tt_sendmsg, tt_tcp_rcv, tt_window_adv};
+use serde::Serialize;
+
+/// The sender state the limit tests read, merged from every event that carries part of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct SenderState {
+    pub snd_una: u32,
+    pub snd_nxt: u32,
+    pub snd_wnd: u32,
+    pub snd_cwnd: u32,
+    pub mss_cache: u32,
+    pub packets_out: u32,
+    pub sacked_out: u32,
+    pub lost_out: u32,
+    pub retrans_out: u32,
+    pub write_seq: u32,
+    pub sk_wmem_queued: u32,
+    pub sk_sndbuf: u32,
+}
+
+/// Bytes between two sequence numbers, 0 when `to` is not after `from`.
+pub(super) fn seq_gap(from: u32, to: u32) -> u32 {
+    (to.wrapping_sub(from) as i32).max(0) as u32
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Limit {
+    /// Nothing queued nor in flight: not part of the busy time.
+    Idle,
+    Rwnd,
+    Cwnd,
+    Sndbuf,
+    App,
+    /// Busy and none of the above: sending as fast as it may (pacing, the network).
+    Unlimited,
+}
+
+const BUSY_LIMITS: [Limit; 5] = [
+    Limit::Rwnd,
+    Limit::Cwnd,
+    Limit::Sndbuf,
+    Limit::App,
+    Limit::Unlimited,
+];
+
+impl SenderState {
+    /// The kernel's tests, in this order: rwnd (`snd_una + snd_wnd − snd_nxt <
+    /// mss_cache` with unsent data, as `tcp_snd_wnd_test` fails), cwnd
+    /// (`tcp_packets_in_flight ≥ snd_cwnd`), then with nothing unsent sndbuf
+    /// (`sk_wmem_queued ≥ sk_sndbuf`: the writer sleeps in `sk_stream_wait_memory`)
+    /// or the application.
+    pub fn limit(&self) -> Limit {
+        if self.write_seq == self.snd_una {
+            return Limit::Idle;
+        }
+        let unsent = seq_gap(self.snd_nxt, self.write_seq);
+        let window_left = self
+            .snd_una
+            .wrapping_add(self.snd_wnd)
+            .wrapping_sub(self.snd_nxt) as i32;
+        let in_flight =
+            (self.packets_out + self.retrans_out).saturating_sub(self.sacked_out + self.lost_out);
+        if unsent > 0 && window_left < self.mss_cache as i32 {
+            Limit::Rwnd
+        } else if self.snd_cwnd > 0 && in_flight >= self.snd_cwnd {
+            Limit::Cwnd
+        } else if unsent > 0 {
+            Limit::Unlimited
+        } else if self.sk_sndbuf > 0 && self.sk_wmem_queued >= self.sk_sndbuf {
+            Limit::Sndbuf
+        } else {
+            Limit::App
+        }
+    }
+
+    pub fn merge_tcp_rcv(&mut self, r: &tt_tcp_rcv) {
+        *self = SenderState {
+            snd_una: r.snd_una,
+            snd_nxt: r.snd_nxt,
+            snd_wnd: r.snd_wnd,
+            snd_cwnd: r.snd_cwnd,
+            mss_cache: r.mss_cache,
+            packets_out: r.packets_out,
+            sacked_out: r.sacked_out,
+            lost_out: r.lost_out,
+            retrans_out: r.retrans_out,
+            write_seq: r.write_seq,
+            sk_wmem_queued: r.sk_wmem_queued,
+            sk_sndbuf: r.sk_sndbuf,
+        };
+    }
+
+    /// What the ACK in `r` changes once processed: `snd_una` and the window.
+    pub fn apply_ack(&mut self, ack: u32, window: u32) {
+        if seq_gap(self.snd_una, ack) > 0 {
+            self.snd_una = ack;
+        }
+        self.snd_wnd = window;
+    }
+
+    pub fn merge_window_adv(&mut self, w: &tt_window_adv) {
+        self.snd_una = w.snd_una;
+        self.snd_nxt = w.snd_nxt;
+        self.snd_wnd = w.snd_wnd;
+        self.snd_cwnd = w.snd_cwnd;
+        self.mss_cache = w.mss_cache;
+        self.packets_out = w.packets_out;
+        self.write_seq = w.write_seq;
+    }
+
+    pub fn merge_sendmsg(&mut self, s: &tt_sendmsg) {
+        self.snd_una = s.snd_una;
+        self.snd_nxt = s.snd_nxt;
+        self.write_seq = s.write_seq;
+        self.sk_wmem_queued = s.sk_wmem_queued;
+        self.sk_sndbuf = s.sk_sndbuf;
+    }
+}
+
+/// Time per limit over the last `span_ns`, in `BUCKETS` slots aligned to absolute time.
+#[derive(Debug)]
+struct RecentWindow {
+    bucket_ns: u64,
+    /// Absolute index (`t / bucket_ns`) of the newest slot.
+    head: u64,
+    /// Per slot: ns rwnd, cwnd, sndbuf, and all observed time.
+    slots: [[u64; 4]; BUCKETS],
+}
+
+const BUCKETS: usize = 8;
+
+impl RecentWindow {
+    fn new(span_ns: u64) -> Self {
+        RecentWindow {
+            bucket_ns: (span_ns / BUCKETS as u64).max(1),
+            head: 0,
+            slots: [[0; 4]; BUCKETS],
+        }
+    }
+
+    fn add(&mut self, t0: u64, t1: u64, limit: Limit) {
+        let span = self.bucket_ns * BUCKETS as u64;
+        let mut t = t0.max(t1.saturating_sub(span));
+        let column = match limit {
+            Limit::Rwnd => Some(0),
+            Limit::Cwnd => Some(1),
+            Limit::Sndbuf => Some(2),
+            _ => None,
+        };
+        while t < t1 {
+            let index = t / self.bucket_ns;
+            if index > self.head {
+                for skipped in (self.head + 1..=index).take(BUCKETS) {
+                    self.slots[(skipped % BUCKETS as u64) as usize] = [0; 4];
+                }
+                self.head = index;
+            }
+            let end = ((index + 1) * self.bucket_ns).min(t1);
+            let slot = &mut self.slots[(index % BUCKETS as u64) as usize];
+            if let Some(c) = column {
+                slot[c] += end - t;
+            }
+            slot[3] += end - t;
+            t = end;
+        }
+    }
+
+    /// Fractions of observed time (rwnd, cwnd, sndbuf) and the observed time itself.
+    fn fractions(&self) -> ([f64; 3], u64) {
+        let mut sum = [0u64; 4];
+        for slot in &self.slots {
+            for (s, v) in sum.iter_mut().zip(slot) {
+                *s += v;
+            }
+        }
+        let total = sum[3].max(1) as f64;
+        (
+            [
+                sum[0] as f64 / total,
+                sum[1] as f64 / total,
+                sum[2] as f64 / total,
+            ],
+            sum[3],
+        )
+    }
+}
+
+/// The kernel's `chrono_*` fields as one `tcp_rcv` event saw them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct ChronoSample {
+    pub chrono_type: u8,
+    pub chrono_start: u32,
+    pub chrono_stat: [u32; 3],
+    pub jiffies: u32,
+}
+
+impl ChronoSample {
+    pub fn of(r: &tt_tcp_rcv) -> Self {
+        ChronoSample {
+            chrono_type: r.chrono_type,
+            chrono_start: r.chrono_start,
+            chrono_stat: r.chrono_stat,
+            jiffies: r.jiffies,
+        }
+    }
+
+    /// `tcp_get_info_chrono_stats()`: jiffies in BUSY, RWND_LIMITED and
+    /// SNDBUF_LIMITED, the running type closed at `jiffies`.
+    pub fn totals(&self) -> [u64; 3] {
+        let mut t = self.chrono_stat.map(u64::from);
+        if (1..=3).contains(&self.chrono_type) {
+            t[usize::from(self.chrono_type) - 1] +=
+                u64::from(self.jiffies.wrapping_sub(self.chrono_start));
+        }
+        t
+    }
+}
+
+/// Fractions of busy time, per limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LimitFractions {
+    pub rwnd: f64,
+    pub cwnd: f64,
+    pub sndbuf: f64,
+    pub app: f64,
+    pub unlimited: f64,
+}
+
+/// The kernel's view (`tcp_info`): `tcpi_busy_time` is the sum of the three chronos.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct KernelChrono {
+    pub busy_jiffies: u64,
+    pub rwnd_limited_jiffies: u64,
+    pub sndbuf_limited_jiffies: u64,
+    /// `HZ`, from the configuration or estimated from the trace.
+    pub hz: Option<u32>,
+    pub busy_ms: Option<f64>,
+    /// `tcpi_rwnd_limited / tcpi_busy_time`.
+    pub rwnd_fraction: f64,
+    pub sndbuf_fraction: f64,
+}
+
+impl KernelChrono {
+    pub fn from_totals(totals: [u64; 3], hz: Option<u32>) -> Option<Self> {
+        let busy: u64 = totals.iter().sum();
+        (busy > 0).then(|| KernelChrono {
+            busy_jiffies: busy,
+            rwnd_limited_jiffies: totals[1],
+            sndbuf_limited_jiffies: totals[2],
+            hz,
+            busy_ms: hz.map(|hz| busy as f64 * 1000.0 / f64::from(hz)),
+            rwnd_fraction: totals[1] as f64 / busy as f64,
+            sndbuf_fraction: totals[2] as f64 / busy as f64,
+        })
+    }
+}
+
+/// Where a sender's busy time went.
+///
+/// `rwnd` and `sndbuf` are the kernel's figures (`chrono_stat`, as `tcp_info`
+/// reports them) whenever the trace carried them, our own per-event estimate
+/// otherwise (`source` says which). The kernel's are the better numbers: its
+/// chrono switches exactly where `tcp_write_xmit()` finds the window or the
+/// buffer short, while our estimate only samples the state at the events we
+/// see (an ACK arriving, a segment leaving) and assumes it held in between, so
+/// a window that opens and is refilled between two events is missed. Ours is
+/// kept in `per_event` because it also covers cwnd- and app-limited time, which
+/// the kernel does not clock, and because a large disagreement between the
+/// two points at lost events. All fractions are of busy time (data queued or in
+/// flight), the kernel's denominator; idle time is reported apart.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LimitsReport {
+    pub rwnd: f64,
+    pub cwnd: f64,
+    pub sndbuf: f64,
+    pub app: f64,
+    pub unlimited: f64,
+    /// "kernel_chrono" or "per_event": where `rwnd` and `sndbuf` come from.
+    pub source: &'static str,
+    pub busy_ns: u64,
+    pub idle_ns: u64,
+    pub per_event: LimitFractions,
+    pub kernel: Option<KernelChrono>,
+}
+
+/// Accumulates time per limit for one socket.
+#[derive(Debug)]
+pub(super) struct LimitTracker {
+    pub state: SenderState,
+    last_ns: Option<u64>,
+    /// ns per limit, indexed like `Limit as usize`.
+    ns: [u64; 6],
+    recent: RecentWindow,
+    pub chrono: Option<ChronoSample>,
+}
+
+impl LimitTracker {
+    pub fn new(recent_span_ns: u64) -> Self {
+        LimitTracker {
+            state: SenderState::default(),
+            last_ns: None,
+            ns: [0; 6],
+            recent: RecentWindow::new(recent_span_ns),
+            chrono: None,
+        }
+    }
+
+    /// Charges the time since the previous event to the current state.
+    /// For `tcp_rcv` call it after merging the event's pre-ACK state, which is
+    /// the state that held while the sender waited for that ACK; for segments
+    /// leaving and writes, before merging (their state holds from now on).
+    pub fn advance(&mut self, ts_ns: u64) {
+        if let Some(last) = self.last_ns {
+            if ts_ns > last {
+                let limit = self.state.limit();
+                self.ns[limit as usize] += ts_ns - last;
+                self.recent.add(last, ts_ns, limit);
+            }
+        }
+        self.last_ns = Some(self.last_ns.map_or(ts_ns, |l| l.max(ts_ns)));
+    }
+
+    pub fn busy_ns(&self) -> u64 {
+        BUSY_LIMITS.iter().map(|&l| self.ns[l as usize]).sum()
+    }
+
+    /// rwnd, cwnd, sndbuf fractions over the recent window, and the time it covers.
+    pub fn recent(&self) -> ([f64; 3], u64) {
+        self.recent.fractions()
+    }
+
+    pub fn report(&self, hz: Option<u32>) -> LimitsReport {
+        let busy = self.busy_ns();
+        let frac = |l: Limit| {
+            if busy == 0 {
+                0.0
+            } else {
+                self.ns[l as usize] as f64 / busy as f64
+            }
+        };
+        let per_event = LimitFractions {
+            rwnd: frac(Limit::Rwnd),
+            cwnd: frac(Limit::Cwnd),
+            sndbuf: frac(Limit::Sndbuf),
+            app: frac(Limit::App),
+            unlimited: frac(Limit::Unlimited),
+        };
+        let kernel = self
+            .chrono
+            .and_then(|c| KernelChrono::from_totals(c.totals(), hz));
+        LimitsReport {
+            rwnd: kernel.map_or(per_event.rwnd, |k| k.rwnd_fraction),
+            cwnd: per_event.cwnd,
+            sndbuf: kernel.map_or(per_event.sndbuf, |k| k.sndbuf_fraction),
+            app: per_event.app,
+            unlimited: per_event.unlimited,
+            source: if kernel.is_some() {
+                "kernel_chrono"
+            } else {
+                "per_event"
+            },
+            busy_ns: busy,
+            idle_ns: self.ns[Limit::Idle as usize],
+            per_event,
+            kernel,
+        }
+    }
+}
+
+/// `HZ` from two (time, jiffies) samples far enough apart, snapped to a
+/// configurable kernel value when within 5 %.
+pub(super) fn estimate_hz(first: (u64, u32), last: (u64, u32)) -> Option<u32> {
+    let dt = last.0.checked_sub(first.0)?;
+    if dt < 100_000_000 {
+        return None;
+    }
+    let hz = f64::from(last.1.wrapping_sub(first.1)) * 1e9 / dt as f64;
+    let snapped = [100u32, 250, 300, 1000]
+        .into_iter()
+        .find(|&k| (hz - f64::from(k)).abs() <= 0.05 * f64::from(k));
+    Some(snapped.unwrap_or(hz.round() as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn busy(write_seq: u32) -> SenderState {
+        // 1000 B in flight of a 20000 B window, cwnd 10 with 1 packet out.
+        SenderState {
+            snd_una: 1000,
+            snd_nxt: 2000,
+            snd_wnd: 20000,
+            snd_cwnd: 10,
+            mss_cache: 1000,
+            packets_out: 1,
+            write_seq,
+            sk_sndbuf: 100000,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn limit_rules() {
+        assert_eq!(busy(1000).limit(), Limit::Idle);
+        assert_eq!(busy(2000).limit(), Limit::App); // all in flight, cwnd open
+        assert_eq!(busy(9000).limit(), Limit::Unlimited); // unsent, window and cwnd open
+                                                          // Window edge 1000 + 1500 − 2000 = 500 < mss 1000 with unsent data.
+        assert_eq!(
+            SenderState {
+                snd_wnd: 1500,
+                ..busy(9000)
+            }
+            .limit(),
+            Limit::Rwnd
+        );
+        // ... but not when nothing is unsent.
+        assert_eq!(
+            SenderState {
+                snd_wnd: 1500,
+                ..busy(2000)
+            }
+            .limit(),
+            Limit::App
+        );
+        // in flight 12 + 1 − 2 − 1 = 10 ≥ cwnd 10.
+        let s = SenderState {
+            packets_out: 12,
+            retrans_out: 1,
+            sacked_out: 2,
+            lost_out: 1,
+            ..busy(9000)
+        };
+        assert_eq!(s.limit(), Limit::Cwnd);
+        assert_eq!(
+            SenderState {
+                sk_wmem_queued: 100000,
+                ..busy(2000)
+            }
+            .limit(),
+            Limit::Sndbuf
+        );
+    }
+
+    #[test]
+    fn time_weighting_and_recent_window() {
+        let mut t = LimitTracker::new(200_000_000);
+        // 0..100 ms rwnd-limited, 100..400 ms app-limited, 400..500 ms idle.
+        t.state = SenderState {
+            snd_wnd: 1500,
+            ..busy(9000)
+        };
+        t.advance(0);
+        t.advance(100_000_000);
+        t.state = busy(2000);
+        t.advance(400_000_000);
+        t.state = busy(1000);
+        t.advance(500_000_000);
+        let r = t.report(None);
+        assert_eq!((r.busy_ns, r.idle_ns), (400_000_000, 100_000_000));
+        assert_eq!((r.per_event.rwnd, r.per_event.app), (0.25, 0.75));
+        assert_eq!((r.rwnd, r.source), (0.25, "per_event"));
+        // The last 200 ms (8 slots of 25 ms: 300..500) hold no rwnd time.
+        let (recent, covered) = t.recent();
+        assert_eq!((recent[0], covered), (0.0, 200_000_000));
+    }
+
+    #[test]
+    fn recent_window_fraction() {
+        let mut w = RecentWindow::new(200);
+        w.add(0, 50, Limit::App);
+        w.add(50, 200, Limit::Rwnd);
+        assert_eq!(w.fractions(), ([0.75, 0.0, 0.0], 200));
+        // 100 more units of cwnd push the first 100 out: 100 rwnd + 100 cwnd.
+        w.add(200, 300, Limit::Cwnd);
+        assert_eq!(w.fractions(), ([0.5, 0.5, 0.0], 200));
+        // A gap longer than the span clears everything before it.
+        w.add(300, 1000, Limit::App);
+        assert_eq!(w.fractions(), ([0.0, 0.0, 0.0], 200));
+    }
+
+    #[test]
+    fn chrono_totals_close_the_running_type() {
+        // busy 100, rwnd 40, sndbuf 5 jiffies stored; RWND_LIMITED (2) running
+        // since 1000, now 1060 → rwnd 100; busy total 100 + 100 + 5 = 205.
+        let c = ChronoSample {
+            chrono_type: 2,
+            chrono_start: 1000,
+            chrono_stat: [100, 40, 5],
+            jiffies: 1060,
+        };
+        assert_eq!(c.totals(), [100, 100, 5]);
+        let k = KernelChrono::from_totals(c.totals(), Some(250)).unwrap();
+        assert_eq!(k.busy_jiffies, 205);
+        assert!((k.rwnd_fraction - 100.0 / 205.0).abs() < 1e-12);
+        // 205 jiffies at HZ 250 = 820 ms.
+        assert_eq!(k.busy_ms, Some(820.0));
+        // jiffies wrap: start 0xffff_fff0, now 0x10 → 32 jiffies of BUSY.
+        let c = ChronoSample {
+            chrono_type: 1,
+            chrono_start: 0xffff_fff0,
+            chrono_stat: [0; 3],
+            jiffies: 0x10,
+        };
+        assert_eq!(c.totals(), [32, 0, 0]);
+        assert_eq!(KernelChrono::from_totals([0; 3], None), None);
+    }
+
+    #[test]
+    fn kernel_figure_is_reported_when_present() {
+        let mut t = LimitTracker::new(200_000_000);
+        t.state = busy(9000);
+        t.advance(0);
+        t.advance(1_000_000);
+        t.chrono = Some(ChronoSample {
+            chrono_type: 1,
+            chrono_start: 0,
+            chrono_stat: [30, 10, 0],
+            jiffies: 0,
+        });
+        let r = t.report(None);
+        assert_eq!(
+            (r.rwnd, r.per_event.rwnd, r.source),
+            (0.25, 0.0, "kernel_chrono")
+        );
+        assert_eq!(r.per_event.unlimited, 1.0);
+    }
+
+    #[test]
+    fn hz_estimate() {
+        // 2 s and 2003 jiffies → 1001.5 Hz, within 5 % of 1000.
+        assert_eq!(estimate_hz((0, 5), (2_000_000_000, 2008)), Some(1000));
+        assert_eq!(estimate_hz((0, 0), (1_000_000_000, 250)), Some(250));
+        assert_eq!(estimate_hz((0, 0), (10_000_000, 10)), None);
+    }
+}

@@ -1,0 +1,746 @@
+//! Window analyses (Feng et al. SC'03 §3.5.1, on Linux 6.18): why a flow's
+//! window is smaller than its buffer, and what that costs.
+//!
+//! - [`kernel`]: `__tcp_select_window()` / `tcp_select_window()` re-run on the
+//!   state each `window_adv` event recorded.
+//! - [`receiver`]: every advertised window classified (MSS rounding, wscale
+//!   alignment, SWS zero, NOMEM zero, never-shrink residual, 65535 clamp) and
+//!   checked against what the kernel stored.
+//! - [`sender`]: the usable window in whole segments of the sender's MSS, and
+//!   the paper's compounded loss when the receiver's MSS estimate differs.
+//! - [`stalls`]: SWS stall episodes with their probes and sub-MSS segments.
+//! - [`limits`]: rwnd/cwnd/sndbuf/app-limited time, against the kernel's chrono.
+//! - [`advice`]: buffer sizes, throughput ceilings and MTUs, in numbers.
+//!
+//! [`WindowAnalyzer`] runs all of them incrementally: `push` every event (a
+//! recording or a live stream), get alerts as episodes start, `finish` for the
+//! report. The per-event path does not allocate or format.
+
+pub mod advice;
+pub mod alerts;
+pub mod kernel;
+pub mod limits;
+pub mod receiver;
+pub mod sender;
+pub mod stalls;
+
+pub use advice::{Advice, MtuOption};
+pub use alerts::{Alert, AlertKind};
+pub use limits::{KernelChrono, LimitFractions, LimitsReport};
+pub use receiver::{ClassCounts, ReceiveWindow, WindowClass};
+pub use sender::{SendWindow, WindowChain};
+pub use stalls::{StallSide, SwsStall};
+
+use crate::event::{Body, Event};
+use alerts::{bps, rate, Episode};
+use limits::{estimate_hz, ChronoSample, LimitTracker};
+use receiver::ReceiverSide;
+use sender::SenderSide;
+use serde::Serialize;
+use stalls::{StallDetector, Transition};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::net::SocketAddr;
+
+/// Tuning of alerts and of what the report can know only from outside.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowConfig {
+    /// Percentage: rounding loss of free space (`mss_clamp`), or share of the
+    /// recent window spent limited (`*_limited`), that starts an episode. An
+    /// episode ends when the figure falls below half of it.
+    pub threshold_pct: f64,
+    /// A stall is reported once it lasts this long; limit alerts need this much history.
+    pub min_duration_ns: u64,
+    /// The span of "recent" for limit alerts.
+    pub limit_window_ns: u64,
+    /// The link rate, for the ideal window (bandwidth × RTT). None: unknown.
+    pub link_bps: Option<u64>,
+    /// The kernel's `HZ`. None: estimated from the jiffies the trace carries.
+    pub jiffies_hz: Option<u32>,
+}
+
+impl Default for WindowConfig {
+    fn default() -> Self {
+        WindowConfig {
+            threshold_pct: 20.0,
+            min_duration_ns: 100_000_000,
+            limit_window_ns: 200_000_000,
+            link_bps: None,
+            jiffies_hz: None,
+        }
+    }
+}
+
+/// Time-weighted means of `N` values, each held until the next `set`.
+#[derive(Clone, Debug)]
+pub(crate) struct TimeWeighted<const N: usize> {
+    current: Option<(u64, [u64; N])>,
+    sums: [u128; N],
+    total_ns: u64,
+}
+
+impl<const N: usize> Default for TimeWeighted<N> {
+    fn default() -> Self {
+        TimeWeighted {
+            current: None,
+            sums: [0; N],
+            total_ns: 0,
+        }
+    }
+}
+
+impl<const N: usize> TimeWeighted<N> {
+    pub fn set(&mut self, ts_ns: u64, values: [u64; N]) {
+        self.pause(ts_ns);
+        self.current = Some((ts_ns, values));
+    }
+
+    /// Closes the current values at `ts_ns`; nothing is held until the next `set`.
+    pub fn pause(&mut self, ts_ns: u64) {
+        if let Some((since, values)) = self.current.take() {
+            let dt = ts_ns.saturating_sub(since);
+            for (sum, v) in self.sums.iter_mut().zip(values) {
+                *sum += u128::from(v) * u128::from(dt);
+            }
+            self.total_ns += dt;
+        }
+    }
+
+    pub fn means(&self) -> Option<[f64; N]> {
+        (self.total_ns > 0).then(|| self.sums.map(|s| s as f64 / self.total_ns as f64))
+    }
+}
+
+/// Socket cookies are small counters: a multiply spreads them well enough, at
+/// a fraction of SipHash's cost on the per-event path.
+#[derive(Default)]
+struct CookieHasher(u64);
+
+impl Hasher for CookieHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ 0x9e37_79b9_7f4a_7c15)
+            .wrapping_mul(0xbf58_476d_1ce4_e5b9)
+            .rotate_left(31);
+    }
+}
+
+type CookieMap<V> = HashMap<u64, V, BuildHasherDefault<CookieHasher>>;
+
+/// What a socket needs to know of its traced peer.
+#[derive(Clone, Copy, Debug, Default)]
+struct PeerView {
+    /// The peer's estimate of our MSS (`rcv_mss`), 0 if unknown.
+    rcv_mss: u32,
+    /// The peer's send MSS (`mss_cache`), 0 if unknown.
+    mss_cache: u32,
+    srtt_us: u32,
+}
+
+#[derive(Debug)]
+struct Flow {
+    cookie: u64,
+    /// Local, remote.
+    ends: Option<(SocketAddr, SocketAddr)>,
+    peer: Option<u64>,
+    first_ns: u64,
+    last_ns: u64,
+    rx: ReceiverSide,
+    tx: SenderSide,
+    limits: LimitTracker,
+    /// Stalls seen from our ACKs (we send) and from our offers (untraced sender).
+    send_stalls: StallDetector,
+    recv_stalls: StallDetector,
+    clamp_episode: Episode,
+    limit_episodes: [Episode; 3],
+    alerts: Vec<Alert>,
+}
+
+impl Flow {
+    fn new(cookie: u64, ts_ns: u64, limit_window_ns: u64) -> Self {
+        Flow {
+            cookie,
+            ends: None,
+            peer: None,
+            first_ns: ts_ns,
+            last_ns: ts_ns,
+            rx: ReceiverSide::default(),
+            tx: SenderSide::default(),
+            limits: LimitTracker::new(limit_window_ns),
+            send_stalls: StallDetector::default(),
+            recv_stalls: StallDetector::default(),
+            clamp_episode: Episode::default(),
+            limit_episodes: [Episode::default(); 3],
+            alerts: Vec::new(),
+        }
+    }
+
+    fn view(&self) -> PeerView {
+        PeerView {
+            rcv_mss: self.rx.rcv_mss,
+            mss_cache: self.tx.mss_cache,
+            srtt_us: self.tx.srtt_us,
+        }
+    }
+
+    fn srtt_us(&self, peer: &PeerView) -> u32 {
+        if self.tx.srtt_us > 0 {
+            self.tx.srtt_us
+        } else {
+            peer.srtt_us
+        }
+    }
+
+    fn name(&self) -> String {
+        match self.ends {
+            Some((local, remote)) => format!("{local} -> {remote}"),
+            None => format!("cookie {}", self.cookie),
+        }
+    }
+
+    fn alert(&mut self, out: &mut Vec<Alert>, ts_ns: u64, kind: AlertKind, message: String) {
+        let alert = Alert {
+            ts_ns,
+            sock_cookie: self.cookie,
+            flow: self.name(),
+            kind,
+            message,
+        };
+        self.alerts.push(alert.clone());
+        out.push(alert);
+    }
+
+    fn on_event(&mut self, ev: &Event, peer: &PeerView, cfg: &WindowConfig, out: &mut Vec<Alert>) {
+        let ts = ev.hdr.ts_ns;
+        self.last_ns = self.last_ns.max(ts);
+        match &ev.body {
+            Body::WindowAdv(w) => {
+                if w.mss_cache > 0 {
+                    self.tx.mss_cache = w.mss_cache;
+                }
+                let sender_mss = peer.mss_cache;
+                if let Some(c) = self.rx.on_window_adv(ts, w, sender_mss) {
+                    if self.peer.is_none() {
+                        let t = self.recv_stalls.window(
+                            ts,
+                            c.header,
+                            w.rcv_mss,
+                            true,
+                            StallSide::Receiver,
+                        );
+                        self.stall_ended(t, StallSide::Receiver, cfg, peer, out);
+                    }
+                    self.check_clamp(ts, cfg, peer, out);
+                }
+                self.limits.advance(ts);
+                self.limits.state.merge_window_adv(w);
+                // Our own segments during a send-side stall: probes and sub-MSS data.
+                if self.send_stalls.is_active() {
+                    if w.len == 0 && w.seq == w.snd_una.wrapping_sub(1) {
+                        self.send_stalls.probe();
+                    } else if w.len > 0 && w.len < w.mss_cache && w.gso_segs <= 1 {
+                        self.send_stalls.sub_mss_segment();
+                    }
+                    self.send_stalls.probes_out(w.icsk_probes_out);
+                }
+            }
+            Body::TcpRcv(r) => {
+                self.limits.state.merge_tcp_rcv(r);
+                self.limits.advance(ts);
+                self.limits.chrono = Some(ChronoSample::of(r));
+                if self.recv_stalls.is_active() {
+                    if r.len == 0 && r.seq == r.rcv_nxt.wrapping_sub(1) {
+                        self.recv_stalls.probe();
+                    } else if r.len > 0 {
+                        if r.len < r.rcv_mss {
+                            self.recv_stalls.sub_mss_segment();
+                        }
+                        if r.seq == r.rcv_nxt {
+                            self.recv_stalls.delivered(u64::from(r.len));
+                        }
+                    }
+                }
+                if let Some(ack) = self.tx.on_tcp_rcv(ts, r) {
+                    self.limits.state.apply_ack(r.ack, ack.window);
+                    self.send_stalls.delivered(u64::from(ack.acked));
+                    let mss = if peer.rcv_mss > 0 {
+                        peer.rcv_mss
+                    } else {
+                        r.mss_cache
+                    };
+                    let t = self.send_stalls.window(
+                        ts,
+                        ack.window,
+                        mss,
+                        ack.data_waiting,
+                        StallSide::Sender,
+                    );
+                    self.stall_ended(t, StallSide::Sender, cfg, peer, out);
+                }
+                self.check_limits(ts, cfg, peer, out);
+            }
+            Body::Sendmsg(s) => {
+                self.limits.advance(ts);
+                self.limits.state.merge_sendmsg(s);
+            }
+            _ => {}
+        }
+        for side in [StallSide::Sender, StallSide::Receiver] {
+            if let Some(stall) = self.stalls_mut(side).due_alert(ts, cfg.min_duration_ns) {
+                self.stall_alert(out, &stall, peer);
+            }
+        }
+    }
+
+    fn stalls_mut(&mut self, side: StallSide) -> &mut StallDetector {
+        match side {
+            StallSide::Sender => &mut self.send_stalls,
+            StallSide::Receiver => &mut self.recv_stalls,
+        }
+    }
+
+    /// A stall that ended before any event found it long enough is reported at its end.
+    fn stall_ended(
+        &mut self,
+        t: Transition,
+        side: StallSide,
+        cfg: &WindowConfig,
+        peer: &PeerView,
+        out: &mut Vec<Alert>,
+    ) {
+        if let Transition::Ended { alerted: false } = t {
+            let stall = self.stalls_mut(side).done.last().cloned();
+            if let Some(stall) = stall.filter(|s| s.duration_ns >= cfg.min_duration_ns) {
+                self.stall_alert(out, &stall, peer);
+            }
+        }
+    }
+
+    fn stall_alert(&mut self, out: &mut Vec<Alert>, s: &SwsStall, peer: &PeerView) {
+        let delivered_rate = bps(s.bytes_delivered as f64, s.duration_ns as f64 / 1000.0)
+            .map_or(String::new(), |b| format!(" ({})", rate(b)));
+        let full_rate = bps(f64::from(s.mss), f64::from(self.srtt_us(peer)))
+            .map_or(String::new(), |b| {
+                format!("; one MSS per RTT alone would give {}", rate(b))
+            });
+        let message = format!(
+            "window below one MSS ({} B) for {:.1} ms{}: {} zero-window probes, {} sub-MSS segments, {} B delivered{delivered_rate}{full_rate}",
+            s.mss,
+            s.duration_ns as f64 / 1e6,
+            if s.ended { "" } else { " so far" },
+            s.zero_window_probes,
+            s.sub_mss_segments,
+            s.bytes_delivered,
+        );
+        self.alert(out, s.end_ns, AlertKind::SwsStall, message);
+    }
+
+    fn check_clamp(&mut self, ts: u64, cfg: &WindowConfig, peer: &PeerView, out: &mut Vec<Alert>) {
+        let Some((fraction, free, lost)) = self.rx.recent_loss() else {
+            return;
+        };
+        if !self
+            .clamp_episode
+            .update(fraction * 100.0, cfg.threshold_pct)
+        {
+            return;
+        }
+        let cost = bps(lost, f64::from(self.srtt_us(peer))).map_or(String::new(), |b| {
+            format!(", {} at srtt {} µs", rate(b), self.srtt_us(peer))
+        });
+        let cause = match self.rx.last.map(|c| c.class) {
+            Some(WindowClass::Clamped65535) => {
+                "the 65535 header clamp (no window scaling)".to_string()
+            }
+            Some(WindowClass::WscaleAligned) => format!("alignment to 1 << {}", self.rx.rcv_wscale),
+            _ => format!("rounding down to rcv_mss {}", self.rx.rcv_mss),
+        };
+        let message = format!(
+            "advertised window loses {:.1}% of free space to {cause}: {lost:.0} of {free:.0} B per window{cost}",
+            fraction * 100.0
+        );
+        self.alert(out, ts, AlertKind::MssClamp, message);
+    }
+
+    fn check_limits(&mut self, ts: u64, cfg: &WindowConfig, peer: &PeerView, out: &mut Vec<Alert>) {
+        let (fractions, covered) = self.limits.recent();
+        if covered < cfg.min_duration_ns.min(cfg.limit_window_ns) {
+            return;
+        }
+        const KINDS: [AlertKind; 3] = [
+            AlertKind::RwndLimited,
+            AlertKind::CwndLimited,
+            AlertKind::SndbufLimited,
+        ];
+        for (i, kind) in KINDS.into_iter().enumerate() {
+            if !self.limit_episodes[i].update(fractions[i] * 100.0, cfg.threshold_pct) {
+                continue;
+            }
+            let s = self.limits.state;
+            let (what, window) = match kind {
+                AlertKind::RwndLimited => {
+                    (format!("peer window {} B", s.snd_wnd), u64::from(s.snd_wnd))
+                }
+                AlertKind::CwndLimited => {
+                    let bytes = u64::from(s.snd_cwnd) * u64::from(s.mss_cache);
+                    (format!("cwnd {} × {} B", s.snd_cwnd, s.mss_cache), bytes)
+                }
+                _ => (
+                    format!(
+                        "sk_wmem_queued {} ≥ sk_sndbuf {} B",
+                        s.sk_wmem_queued, s.sk_sndbuf
+                    ),
+                    u64::from(s.sk_sndbuf),
+                ),
+            };
+            let srtt = self.srtt_us(peer);
+            let ceiling = bps(window as f64, f64::from(srtt)).map_or(String::new(), |b| {
+                format!("; at srtt {srtt} µs that caps at {}", rate(b))
+            });
+            let message = format!(
+                "{} {:.0}% of the last {} ms: {what}{ceiling}",
+                kind.name(),
+                fractions[i] * 100.0,
+                cfg.limit_window_ns / 1_000_000
+            );
+            self.alert(out, ts, kind, message);
+        }
+    }
+}
+
+/// The window analyses of one socket.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowWindowReport {
+    pub sock_cookie: u64,
+    /// "ip:port", local end first; empty when no event carried addresses.
+    pub src: String,
+    pub dst: String,
+    /// The traced socket at the other end, if any.
+    pub peer_cookie: Option<u64>,
+    /// First and last event of the socket.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub mss: MssReport,
+    pub window: WindowReportSection,
+    pub limits: LimitsReport,
+    pub alerts: Vec<Alert>,
+    pub advice: Vec<Advice>,
+}
+
+/// The MSS values of this socket's main direction of data (the one it sends
+/// if it sent data, else the one it receives).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MssReport {
+    /// "send" or "receive".
+    pub direction: &'static str,
+    /// The data sender's `mss_cache`.
+    pub sender: Option<u32>,
+    /// The data receiver's `rcv_mss`, its estimate of `sender`.
+    pub receiver_estimate: Option<u32>,
+    /// The data receiver's `advmss`, the most `receiver_estimate` can reach.
+    pub advertised: Option<u32>,
+    /// `sender − receiver_estimate` when both are known.
+    pub mismatch_bytes: Option<i64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowReportSection {
+    /// Receive side (this socket's own offers).
+    #[serde(flatten)]
+    pub receive: ReceiveWindow,
+    /// Send side (the peer's window as this socket's ACKs carried it).
+    pub send: Option<SendWindow>,
+    pub sws_stalls: Vec<SwsStall>,
+    /// Bandwidth × min RTT with a known link rate, else the receiver's mean
+    /// free space (the other hard limit a sender cannot exceed).
+    pub ideal_window: Option<u64>,
+    /// "bandwidth_delay" or "free_space".
+    pub ideal_window_source: Option<&'static str>,
+    /// `ideal_window` in whole segments of the sender's MSS (Figure 8).
+    pub mss_allowed_window: Option<u64>,
+    /// The free → advertised → usable chain at the mean free space.
+    pub chain: Option<WindowChain>,
+    /// Throughput the rounding/clamp loss costs: mean bytes lost per RTT.
+    pub rounding_cost_bps: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowReport {
+    pub events_lost: u64,
+    pub model_mismatches: u64,
+    /// `HZ` used for the chrono figures.
+    pub jiffies_hz: Option<u32>,
+    pub flows: Vec<FlowWindowReport>,
+}
+
+/// The incremental analyzer; see the module documentation.
+pub struct WindowAnalyzer {
+    cfg: WindowConfig,
+    flows: CookieMap<Flow>,
+    /// (local, remote) → cookie, to find the other end of a connection traced in another netns.
+    ends: HashMap<(SocketAddr, SocketAddr), u64>,
+    alerts: Vec<Alert>,
+    /// First and latest (ts, jiffies) seen, for `HZ`.
+    jiffies: Option<((u64, u32), (u64, u32))>,
+}
+
+impl WindowAnalyzer {
+    pub fn new(cfg: WindowConfig) -> Self {
+        WindowAnalyzer {
+            cfg,
+            flows: CookieMap::default(),
+            ends: HashMap::new(),
+            alerts: Vec::new(),
+            jiffies: None,
+        }
+    }
+
+    /// Feeds one event; returns the alerts it started (usually none).
+    pub fn push(&mut self, ev: &Event) -> std::vec::Drain<'_, Alert> {
+        self.alerts.clear();
+        let cookie = ev.hdr.sock_cookie;
+        if cookie == 0
+            || !matches!(
+                ev.body,
+                Body::WindowAdv(_) | Body::TcpRcv(_) | Body::Sendmsg(_)
+            )
+        {
+            return self.alerts.drain(..);
+        }
+        if let Body::TcpRcv(r) = &ev.body {
+            let sample = (ev.hdr.ts_ns, r.jiffies);
+            self.jiffies = Some(
+                self.jiffies
+                    .map_or((sample, sample), |(first, _)| (first, sample)),
+            );
+        }
+        let limit_window_ns = self.cfg.limit_window_ns;
+        let flow = self
+            .flows
+            .entry(cookie)
+            .or_insert_with(|| Flow::new(cookie, ev.hdr.ts_ns, limit_window_ns));
+        if flow.ends.is_none() {
+            if let (Some(local), Some(remote)) = (ev.src(), ev.dst()) {
+                flow.ends = Some((local, remote));
+                self.link(cookie, local, remote);
+            }
+        }
+        let peer = self
+            .flows
+            .get(&cookie)
+            .and_then(|f| f.peer)
+            .and_then(|p| self.flows.get(&p))
+            .map_or(PeerView::default(), Flow::view);
+        let flow = self.flows.get_mut(&cookie).expect("inserted above");
+        flow.on_event(ev, &peer, &self.cfg, &mut self.alerts);
+        self.alerts.drain(..)
+    }
+
+    /// Records a socket's ends and pairs it with the socket at the other end.
+    fn link(&mut self, cookie: u64, local: SocketAddr, remote: SocketAddr) {
+        self.ends.insert((local, remote), cookie);
+        let Some(&peer) = self.ends.get(&(remote, local)) else {
+            return;
+        };
+        if peer == cookie {
+            return;
+        }
+        for (a, b) in [(cookie, peer), (peer, cookie)] {
+            if let Some(f) = self.flows.get_mut(&a) {
+                f.peer = Some(b);
+            }
+        }
+    }
+
+    fn hz(&self) -> Option<u32> {
+        self.cfg.jiffies_hz.or_else(|| {
+            self.jiffies
+                .and_then(|(first, last)| estimate_hz(first, last))
+        })
+    }
+
+    /// The report over everything pushed. `events_lost` comes from the collector.
+    pub fn finish(mut self, events_lost: u64) -> WindowReport {
+        let hz = self.hz();
+        let mut cookies: Vec<u64> = self.flows.keys().copied().collect();
+        cookies.sort_unstable();
+        for flow in self.flows.values_mut() {
+            flow.send_stalls.finish(flow.last_ns);
+            flow.recv_stalls.finish(flow.last_ns);
+        }
+        let mut receives: CookieMap<ReceiveWindow> = CookieMap::default();
+        for (&c, flow) in self.flows.iter_mut() {
+            receives.insert(c, flow.rx.report(flow.last_ns));
+        }
+        let flows: Vec<FlowWindowReport> = cookies
+            .iter()
+            .map(|c| self.flow_report(*c, &receives, hz))
+            .collect();
+        WindowReport {
+            events_lost,
+            model_mismatches: flows
+                .iter()
+                .map(|f| f.window.receive.model_mismatches)
+                .sum(),
+            jiffies_hz: hz,
+            flows,
+        }
+    }
+
+    fn flow_report(
+        &mut self,
+        cookie: u64,
+        receives: &CookieMap<ReceiveWindow>,
+        hz: Option<u32>,
+    ) -> FlowWindowReport {
+        let peer_view = self.flows[&cookie]
+            .peer
+            .and_then(|p| self.flows.get(&p))
+            .map(Flow::view);
+        let peer_rx = self.flows[&cookie]
+            .peer
+            .and_then(|p| self.flows.get(&p))
+            .map(|p| {
+                (
+                    p.rx.rcv_mss,
+                    p.rx.advmss,
+                    p.rx.scaling_ratio,
+                    p.rx.rcv_wscale,
+                    receives[&p.cookie].mean_free_space,
+                )
+            });
+        let cfg = self.cfg.clone();
+        let flow = self.flows.get_mut(&cookie).expect("listed");
+        let peer = peer_view.unwrap_or_default();
+        let receive = receives[&cookie].clone();
+        let send = flow.tx.report(flow.last_ns);
+        let sending = flow.tx.sent_data;
+        let own_rx = (
+            flow.rx.rcv_mss,
+            flow.rx.advmss,
+            flow.rx.scaling_ratio,
+            flow.rx.rcv_wscale,
+            receive.mean_free_space,
+        );
+
+        // The data direction this report is about, and the receiver of that data.
+        let (direction, sender_mss, (rcv_mss, advmss, ratio, wscale, free)) = if sending {
+            (
+                "send",
+                Some(flow.tx.mss_cache).filter(|&m| m > 0),
+                peer_rx.unwrap_or((0, 0, 0, 0, 0.0)),
+            )
+        } else {
+            ("receive", Some(peer.mss_cache).filter(|&m| m > 0), own_rx)
+        };
+        let receiver_estimate = Some(rcv_mss).filter(|&m| m > 0);
+        let mss = MssReport {
+            direction,
+            sender: sender_mss,
+            receiver_estimate,
+            advertised: Some(u32::from(advmss)).filter(|&m| m > 0),
+            mismatch_bytes: sender_mss
+                .zip(receiver_estimate)
+                .map(|(s, r)| i64::from(s) - i64::from(r)),
+        };
+        let effective_sender_mss = sender_mss.or(receiver_estimate).unwrap_or(0);
+        let srtt = if flow.tx.min_srtt_us > 0 {
+            flow.tx.min_srtt_us
+        } else {
+            peer.srtt_us
+        };
+        let (ideal_window, ideal_window_source) = match (cfg.link_bps, srtt) {
+            (Some(link), rtt) if rtt > 0 => (
+                Some(sender::ideal_window(link, rtt)),
+                Some("bandwidth_delay"),
+            ),
+            _ if free > 0.0 => (Some(free as u64), Some("free_space")),
+            _ => (None, None),
+        };
+        let chain = (free > 0.0 && rcv_mss > 0)
+            .then(|| WindowChain::new(free as u64, rcv_mss, effective_sender_mss));
+        let srtt_now = flow.srtt_us(&peer);
+        let window = WindowReportSection {
+            rounding_cost_bps: bps(receive.mean_bytes_lost, f64::from(srtt_now))
+                .filter(|_| receive.advertised_count > 0),
+            receive,
+            send,
+            sws_stalls: flow
+                .send_stalls
+                .done
+                .iter()
+                .chain(&flow.recv_stalls.done)
+                .cloned()
+                .collect(),
+            mss_allowed_window: ideal_window
+                .filter(|_| effective_sender_mss > 0)
+                .map(|w| sender::mss_allowed_window(w, effective_sender_mss)),
+            ideal_window,
+            ideal_window_source,
+            chain,
+        };
+        let limits = flow.limits.report(hz);
+
+        let threshold = cfg.threshold_pct / 100.0;
+        let flagged = !flow.alerts.is_empty()
+            || !window.sws_stalls.is_empty()
+            || window.receive.rounding_loss_fraction >= threshold
+            || chain.is_some_and(|c| c.compounded_loss_fraction >= threshold)
+            || limits.rwnd >= threshold;
+        let mut advice = Vec::new();
+        if flagged {
+            if rcv_mss > 0 {
+                let wanted = ideal_window.unwrap_or(free as u64);
+                let segments = (wanted.div_ceil(u64::from(rcv_mss)) as u32)
+                    .max((free as u64 / u64::from(rcv_mss)) as u32 + 1);
+                advice.extend(advice::receive_buffer(segments, rcv_mss, ratio, wscale));
+            }
+            let current = window.send.map_or(window.receive.mean_advertised, |s| {
+                s.mean_usable_whole_segments
+            });
+            advice.extend(advice::throughput_ceiling(current as u64, srtt_now));
+            if effective_sender_mss > 0 {
+                // Header overhead of the MTU: IP and TCP, plus options the MSS excludes (timestamps: advmss − rcv_mss).
+                let ip_tcp = match flow.ends {
+                    Some((SocketAddr::V6(_), _)) => 60,
+                    _ => 40,
+                };
+                let options = u32::from(advmss)
+                    .checked_sub(rcv_mss)
+                    .filter(|&o| o <= 40)
+                    .unwrap_or(12);
+                advice.extend(advice::mtu_choices(
+                    free as u64,
+                    effective_sender_mss,
+                    ip_tcp + options,
+                ));
+            }
+        }
+        let (src, dst) = flow.ends.map_or((String::new(), String::new()), |(l, r)| {
+            (l.to_string(), r.to_string())
+        });
+        FlowWindowReport {
+            sock_cookie: cookie,
+            src,
+            dst,
+            peer_cookie: flow.peer,
+            first_ns: flow.first_ns,
+            last_ns: flow.last_ns,
+            mss,
+            window,
+            limits,
+            alerts: std::mem::take(&mut flow.alerts),
+            advice,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

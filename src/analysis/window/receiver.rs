@@ -1,0 +1,484 @@
+//! The receiver's side: every advertised window recomputed with the kernel's
+//! formulas, classified by the rule that shaped it, and checked against what
+//! the kernel actually stored and sent.
+
+use super::kernel::{
+    round_down_to, select_window, PriorOffer, ReceiveState, Rule, Selection, ICSK_ACK_NOMEM,
+};
+use super::TimeWeighted;
+use crate::event::{tcp_flags, tt_window_adv};
+use serde::Serialize;
+
+/// Why an advertised window has the value it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowClass {
+    /// `rcv_wscale == 0`: free space rounded down to `rcv_mss` (or a previous offer kept); bytes lost = free − window.
+    MssRounded,
+    /// `rcv_wscale > 0`: free space aligned to `1 << wscale`.
+    WscaleAligned,
+    /// Zero by SWS avoidance (free below `rcv_mss` or `allowed/16` under pressure).
+    SwsZero,
+    /// Zero because the last skb could not be charged (`ICSK_ACK_NOMEM`).
+    MemPressureZero,
+    /// Never-shrink: what is left of an earlier offer, not a new one.
+    NeverShrinkResidual,
+    /// The 16-bit header cut the stored window to `65535 << wscale`.
+    Clamped65535,
+    /// Capped by `rcv_ssthresh`/`window_clamp`, or nothing lost.
+    Unconstrained,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClassCounts {
+    pub mss_rounded: u64,
+    pub wscale_aligned: u64,
+    pub sws_zero: u64,
+    pub mem_pressure_zero: u64,
+    pub never_shrink_residual: u64,
+    pub clamped_65535: u64,
+    pub unconstrained: u64,
+}
+
+impl ClassCounts {
+    fn count(&mut self, class: WindowClass) {
+        *match class {
+            WindowClass::MssRounded => &mut self.mss_rounded,
+            WindowClass::WscaleAligned => &mut self.wscale_aligned,
+            WindowClass::SwsZero => &mut self.sws_zero,
+            WindowClass::MemPressureZero => &mut self.mem_pressure_zero,
+            WindowClass::NeverShrinkResidual => &mut self.never_shrink_residual,
+            WindowClass::Clamped65535 => &mut self.clamped_65535,
+            WindowClass::Unconstrained => &mut self.unconstrained,
+        } += 1;
+    }
+}
+
+/// One advertised window, explained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Classified {
+    pub class: WindowClass,
+    /// The recomputation, as the kernel would have done it.
+    pub selection: Selection,
+    /// What the peer reads (`ev.window`).
+    pub header: u32,
+    /// `max(free_space, 0)`.
+    pub free: u64,
+    /// Free space the window did not offer because of rounding or the header
+    /// clamp (not SWS zeros or residuals, which are deliberate).
+    pub lost: u64,
+}
+
+/// How a recorded window compares with the recomputation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Match,
+    /// Zero stored and sent where the model offers a window: only the NOMEM
+    /// path does that; its flag is usually cleared by `tcp_event_ack_sent()`
+    /// before `net_dev_queue` fires, so it is inferred.
+    NomemInferred,
+    /// The previous offer was not seen (first event of a socket traced mid-connection).
+    Unverified,
+    Mismatch,
+}
+
+fn classify(sel: &Selection) -> (WindowClass, u64) {
+    let free = sel.free_space.max(0) as u64;
+    let rounded = |stored: u32| free.saturating_sub(u64::from(stored));
+    if sel.nomem {
+        (WindowClass::MemPressureZero, 0)
+    } else if sel.header < sel.stored {
+        (WindowClass::Clamped65535, rounded(sel.header))
+    } else if sel.never_shrink {
+        (WindowClass::NeverShrinkResidual, 0)
+    } else if sel.proposed == 0 {
+        (WindowClass::SwsZero, 0)
+    } else {
+        match sel.rule {
+            Rule::MssRoundDown | Rule::KeptPrevious if rounded(sel.stored) > 0 => {
+                (WindowClass::MssRounded, rounded(sel.stored))
+            }
+            Rule::WscaleAlign => (WindowClass::WscaleAligned, rounded(sel.stored)),
+            _ => (WindowClass::Unconstrained, 0),
+        }
+    }
+}
+
+/// Window figures of one receiving socket, for the report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ReceiveWindow {
+    pub advertised_count: u64,
+    pub mss_rounded_count: u64,
+    pub mss_rounding_bytes_lost: u64,
+    pub wscale_rounding_bytes_lost: u64,
+    /// Stored minus sent, summed over `clamped_65535` windows.
+    pub clamp_bytes_lost: u64,
+    pub classes: ClassCounts,
+    /// Recorded window ≠ recomputed one; 0 on a healthy trace.
+    pub model_mismatches: u64,
+    pub model_unverified: u64,
+    pub nomem_inferred: u64,
+    /// Time-weighted means: free space, advertised window, what the sender can
+    /// use of it in whole segments of its MSS, and the bytes lost to rounding/clamping.
+    pub mean_free_space: f64,
+    pub mean_advertised: f64,
+    pub mean_sender_usable: f64,
+    pub mean_bytes_lost: f64,
+    /// `mean_bytes_lost / mean_free_space`.
+    pub rounding_loss_fraction: f64,
+    /// `1 − mean_sender_usable / mean_free_space`: receiver and sender rounding together.
+    pub compounded_loss_fraction: f64,
+}
+
+/// Per-event loss history for the `mss_clamp` alert: the last `LOSS_EVENTS` windows.
+const LOSS_EVENTS: usize = 32;
+
+#[derive(Debug)]
+pub(super) struct ReceiverSide {
+    prior: Option<PriorOffer>,
+    /// The `rcv_wnd` of our SYN, the offer standing at the first ACK.
+    syn_offer: Option<u32>,
+    pub rcv_mss: u32,
+    pub advmss: u16,
+    pub rcv_wscale: u8,
+    pub scaling_ratio: u8,
+    pub window_clamp: u32,
+    pub rcv_nxt: u32,
+    pub last: Option<Classified>,
+    report: ReceiveWindow,
+    /// free space, advertised, sender-usable, lost.
+    means: TimeWeighted<4>,
+    loss_ring: [(u32, u32); LOSS_EVENTS],
+    loss_next: usize,
+    loss_filled: usize,
+    loss_sum: u64,
+    free_sum: u64,
+}
+
+impl Default for ReceiverSide {
+    fn default() -> Self {
+        ReceiverSide {
+            prior: None,
+            syn_offer: None,
+            rcv_mss: 0,
+            advmss: 0,
+            rcv_wscale: 0,
+            scaling_ratio: 0,
+            window_clamp: 0,
+            rcv_nxt: 0,
+            last: None,
+            report: ReceiveWindow::default(),
+            means: TimeWeighted::default(),
+            loss_ring: [(0, 0); LOSS_EVENTS],
+            loss_next: 0,
+            loss_filled: 0,
+            loss_sum: 0,
+            free_sum: 0,
+        }
+    }
+}
+
+impl ReceiverSide {
+    /// An outgoing segment of this socket. `sender_mss` is the peer's send MSS
+    /// when the peer is traced (else our estimate of it). None for SYNs, whose
+    /// window comes from `tcp_select_initial_window()` instead.
+    pub fn on_window_adv(
+        &mut self,
+        ts_ns: u64,
+        w: &tt_window_adv,
+        sender_mss: u32,
+    ) -> Option<Classified> {
+        if w.tcp_flags & tcp_flags::SYN != 0 {
+            self.prior = None;
+            self.syn_offer = Some(w.rcv_wnd);
+            return None;
+        }
+        let state = ReceiveState {
+            sk_rcvbuf: w.sk_rcvbuf,
+            sk_rmem_alloc: w.sk_rmem_alloc,
+            sk_backlog_len: w.sk_backlog_len,
+            scaling_ratio: w.scaling_ratio,
+            window_clamp: w.window_clamp,
+            rcv_ssthresh: w.rcv_ssthresh,
+            rcv_mss: w.rcv_mss,
+            rcv_wscale: w.rcv_wscale,
+            rcv_nxt: w.rcv_nxt,
+            nomem: w.ack_pending & ICSK_ACK_NOMEM != 0,
+            shrink_window: w.tcp_shrink_window != 0,
+        };
+        // After our SYN the socket keeps its initial offer with rcv_wup = rcv_nxt.
+        let prior = self.prior.or(self.syn_offer.map(|rcv_wnd| PriorOffer {
+            rcv_wnd,
+            rcv_wup: w.rcv_nxt,
+        }));
+        let mut selection = select_window(&state, prior);
+        let verdict = if selection.stored == w.rcv_wnd && selection.header == w.window {
+            Verdict::Match
+        } else if w.window == 0 && w.rcv_wnd == 0 {
+            selection = select_window(
+                &ReceiveState {
+                    nomem: true,
+                    ..state
+                },
+                prior,
+            );
+            Verdict::NomemInferred
+        } else if prior.is_none() {
+            Verdict::Unverified
+        } else {
+            Verdict::Mismatch
+        };
+        self.prior = Some(PriorOffer {
+            rcv_wnd: w.rcv_wnd,
+            rcv_wup: w.rcv_wup,
+        });
+        self.syn_offer = None;
+        self.rcv_mss = w.rcv_mss;
+        self.advmss = w.advmss;
+        self.rcv_wscale = w.rcv_wscale;
+        self.scaling_ratio = w.scaling_ratio;
+        self.window_clamp = w.window_clamp;
+        self.rcv_nxt = w.rcv_nxt;
+
+        let (class, lost) = classify(&selection);
+        let free = selection.free_space.max(0) as u64;
+        let r = &mut self.report;
+        r.advertised_count += 1;
+        r.classes.count(class);
+        match class {
+            WindowClass::MssRounded => {
+                r.mss_rounded_count += 1;
+                r.mss_rounding_bytes_lost += lost;
+            }
+            WindowClass::WscaleAligned => r.wscale_rounding_bytes_lost += lost,
+            WindowClass::Clamped65535 => {
+                r.clamp_bytes_lost += u64::from(selection.stored - selection.header)
+            }
+            _ => {}
+        }
+        match verdict {
+            Verdict::Match => {}
+            Verdict::NomemInferred => r.nomem_inferred += 1,
+            Verdict::Unverified => r.model_unverified += 1,
+            Verdict::Mismatch => r.model_mismatches += 1,
+        }
+        let header = w.window;
+        let usable = round_down_to(
+            u64::from(header),
+            u64::from(if sender_mss > 0 {
+                sender_mss
+            } else {
+                w.rcv_mss
+            }),
+        );
+        self.means
+            .set(ts_ns, [free, u64::from(header), usable, lost]);
+        self.push_loss(lost, free);
+        let classified = Classified {
+            class,
+            selection,
+            header,
+            free,
+            lost,
+        };
+        self.last = Some(classified);
+        Some(classified)
+    }
+
+    fn push_loss(&mut self, lost: u64, free: u64) {
+        let entry = (
+            lost.min(u64::from(u32::MAX)) as u32,
+            free.min(u64::from(u32::MAX)) as u32,
+        );
+        let old = std::mem::replace(&mut self.loss_ring[self.loss_next], entry);
+        self.loss_sum = self.loss_sum + u64::from(entry.0) - u64::from(old.0);
+        self.free_sum = self.free_sum + u64::from(entry.1) - u64::from(old.1);
+        self.loss_next = (self.loss_next + 1) % LOSS_EVENTS;
+        self.loss_filled = (self.loss_filled + 1).min(LOSS_EVENTS);
+    }
+
+    /// Lost / free over the last `LOSS_EVENTS` windows, once that many were seen;
+    /// and the mean free space and loss behind it.
+    pub fn recent_loss(&self) -> Option<(f64, f64, f64)> {
+        (self.loss_filled == LOSS_EVENTS && self.free_sum > 0).then(|| {
+            let n = LOSS_EVENTS as f64;
+            (
+                self.loss_sum as f64 / self.free_sum as f64,
+                self.free_sum as f64 / n,
+                self.loss_sum as f64 / n,
+            )
+        })
+    }
+
+    pub fn report(&mut self, last_ns: u64) -> ReceiveWindow {
+        self.means.pause(last_ns);
+        let mut r = self.report.clone();
+        if let Some([free, advertised, usable, lost]) = self.means.means() {
+            r.mean_free_space = free;
+            r.mean_advertised = advertised;
+            r.mean_sender_usable = usable;
+            r.mean_bytes_lost = lost;
+            if free > 0.0 {
+                r.rounding_loss_fraction = lost / free;
+                r.compounded_loss_fraction = (1.0 - usable / free).max(0.0);
+            }
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The measured receiver (kernel.rs tests): rcvbuf 131072, ratio 234, full 119808.
+    pub(crate) fn adv(
+        rmem: u32,
+        wscale: u8,
+        rcv_nxt: u32,
+        rcv_wnd: u32,
+        window: u32,
+    ) -> tt_window_adv {
+        tt_window_adv {
+            tcp_flags: tcp_flags::ACK,
+            sk_rcvbuf: 131072,
+            sk_rmem_alloc: rmem,
+            scaling_ratio: 234,
+            window_clamp: 119808,
+            rcv_ssthresh: 119808,
+            rcv_mss: 8948,
+            rcv_wscale: wscale,
+            rcv_nxt,
+            rcv_wup: rcv_nxt,
+            rcv_wnd,
+            window,
+            win_raw: (window >> wscale) as u16,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn classes_of_the_measured_windows() {
+        let mut rx = ReceiverSide::default();
+        // First event: prior unknown, free 27001 → 26844 matches without it.
+        let c = rx
+            .on_window_adv(0, &adv(101532, 0, 1000, 26844, 26844), 8948)
+            .unwrap();
+        assert_eq!((c.class, c.lost), (WindowClass::MssRounded, 27001 - 26844));
+        // Next: rcv_nxt advanced by 26844 (offer used up); free 2464 → SWS zero.
+        let c = rx
+            .on_window_adv(1, &adv(128376, 0, 27844, 0, 0), 8948)
+            .unwrap();
+        assert_eq!(c.class, WindowClass::SwsZero);
+        // Reads free space: 92989 with ws 0 → rounddown = 10·8948 = 89480.
+        let c = rx
+            .on_window_adv(2, &adv(29340, 0, 27844, 89480, 65535), 8948)
+            .unwrap();
+        assert_eq!(c.class, WindowClass::Clamped65535);
+        let r = rx.report(3);
+        assert_eq!(r.advertised_count, 3);
+        assert_eq!((r.mss_rounded_count, r.mss_rounding_bytes_lost), (1, 157));
+        assert_eq!(r.clamp_bytes_lost, 89480 - 65535);
+        assert_eq!(
+            (r.model_mismatches, r.model_unverified, r.nomem_inferred),
+            (0, 0, 0)
+        );
+        assert_eq!((r.classes.sws_zero, r.classes.clamped_65535), (1, 1));
+    }
+
+    #[test]
+    fn residual_needs_the_previous_event() {
+        let mut rx = ReceiverSide::default();
+        // ws 1: offer 92990 at rcv_nxt 1000 (right edge 93990).
+        let c = rx
+            .on_window_adv(0, &adv(29340, 1, 1000, 92990, 92990), 8948)
+            .unwrap();
+        assert_eq!(c.class, WindowClass::WscaleAligned);
+        // 92159 B arrive unread: rcv_nxt 93159 → cur_win = 93990 − 93159 = 831;
+        // free 2464 → proposal 0 → never shrink: ALIGN(831, 2) = 832 stored and sent.
+        let c = rx
+            .on_window_adv(1, &adv(128376, 1, 93159, 832, 832), 8948)
+            .unwrap();
+        assert_eq!(
+            (c.class, c.selection.cur_win),
+            (WindowClass::NeverShrinkResidual, Some(831))
+        );
+        // A recorder that claims 0 here while rcv_wnd stays 832 is a mismatch.
+        let mut rx2 = ReceiverSide::default();
+        rx2.on_window_adv(0, &adv(29340, 1, 1000, 92990, 92990), 8948);
+        rx2.on_window_adv(1, &adv(128376, 1, 93159, 832, 0), 8948);
+        assert_eq!(rx2.report(2).model_mismatches, 1);
+    }
+
+    #[test]
+    fn nomem_flag_and_inference() {
+        let mut rx = ReceiverSide::default();
+        rx.on_window_adv(0, &adv(29340, 1, 1000, 92990, 92990), 8948);
+        // NOMEM with the flag visible: zero even though 50000 B of offer remain.
+        let mut w = adv(29340, 1, 43990, 0, 0);
+        w.ack_pending = ICSK_ACK_NOMEM;
+        let c = rx.on_window_adv(1, &w, 8948).unwrap();
+        assert_eq!(c.class, WindowClass::MemPressureZero);
+        // Flag already cleared (the usual case at net_dev_queue): inferred.
+        let mut rx = ReceiverSide::default();
+        rx.on_window_adv(0, &adv(29340, 1, 1000, 92990, 92990), 8948);
+        let c = rx
+            .on_window_adv(1, &adv(29340, 1, 43990, 0, 0), 8948)
+            .unwrap();
+        assert_eq!(c.class, WindowClass::MemPressureZero);
+        let r = rx.report(2);
+        assert_eq!(
+            (
+                r.nomem_inferred,
+                r.model_mismatches,
+                r.classes.mem_pressure_zero
+            ),
+            (1, 0, 1)
+        );
+    }
+
+    #[test]
+    fn syn_offer_is_the_first_prior() {
+        let mut rx = ReceiverSide::default();
+        let mut syn = adv(0, 0, 0, 62636, 62636);
+        syn.tcp_flags = tcp_flags::SYN;
+        assert!(rx.on_window_adv(0, &syn, 8948).is_none());
+        // Third ACK: free 27001 proposes 26844 but 62636 stands: never shrink.
+        let c = rx
+            .on_window_adv(1, &adv(101532, 0, 5000, 62636, 62636), 8948)
+            .unwrap();
+        assert_eq!(
+            (c.class, c.selection.cur_win),
+            (WindowClass::NeverShrinkResidual, Some(62636))
+        );
+        assert_eq!(rx.report(2).model_unverified, 0);
+    }
+
+    #[test]
+    fn loss_ring_and_means() {
+        let mut rx = ReceiverSide::default();
+        // 32 windows of free 27001 → 26844 (157 lost each), 1 µs apart, each offer
+        // used up by the next (cur_win 0); from the second on the kernel keeps
+        // 26844 as it lies in (27001 − 8948, 27001]: same window, same loss.
+        for i in 0..32u64 {
+            let c = rx
+                .on_window_adv(
+                    i * 1000,
+                    &adv(101532, 0, 1000 + 26844 * i as u32, 26844, 26844),
+                    8960,
+                )
+                .unwrap();
+            assert_eq!(c.lost, 157);
+        }
+        let (fraction, free, lost) = rx.recent_loss().unwrap();
+        assert_eq!((free, lost), (27001.0, 157.0));
+        assert!((fraction - 157.0 / 27001.0).abs() < 1e-12);
+        let r = rx.report(32_000);
+        // Sender MSS 8960: ⌊26844/8960⌋·8960 = 17920 usable.
+        assert_eq!(
+            (r.mean_free_space, r.mean_advertised, r.mean_sender_usable),
+            (27001.0, 26844.0, 17920.0)
+        );
+        assert!((r.compounded_loss_fraction - (1.0 - 17920.0 / 27001.0)).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,236 @@
+//! The sender's side: the window it may use, in whole segments of its own MSS,
+//! and how the receiver's rounding (with its MSS estimate) compounds with it.
+
+use super::kernel::round_down_to;
+use super::limits::seq_gap;
+use super::TimeWeighted;
+use crate::event::{tcp_flags, tt_tcp_rcv};
+use serde::Serialize;
+
+/// Feng et al. §3.5.1, one step at a time: the receiver rounds its free space
+/// down to its estimate of the sender's MSS, the sender rounds that down to
+/// its own MSS (cwnd and the window test work in whole segments).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct WindowChain {
+    pub free_space: u64,
+    pub advertised: u64,
+    pub usable: u64,
+    /// `free_space − usable`, and as a fraction of the free space.
+    pub compounded_loss_bytes: u64,
+    pub compounded_loss_fraction: f64,
+}
+
+impl WindowChain {
+    pub fn new(free_space: u64, receiver_mss: u32, sender_mss: u32) -> Self {
+        let advertised = round_down_to(free_space, u64::from(receiver_mss));
+        Self::from_advertised(free_space, advertised, sender_mss)
+    }
+
+    /// The chain for a window the receiver actually chose (e.g. wscale-aligned, not an MSS multiple).
+    pub fn from_advertised(free_space: u64, advertised: u64, sender_mss: u32) -> Self {
+        let usable = round_down_to(advertised, u64::from(sender_mss));
+        let lost = free_space.saturating_sub(usable);
+        WindowChain {
+            free_space,
+            advertised,
+            usable,
+            compounded_loss_bytes: lost,
+            compounded_loss_fraction: if free_space == 0 {
+                0.0
+            } else {
+                lost as f64 / free_space as f64
+            },
+        }
+    }
+}
+
+/// What one ACK tells about the sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct AckView {
+    /// The window in the ACK's header: `win_raw << snd_wscale`, the new `snd_wnd`.
+    pub window: u32,
+    pub acked: u32,
+    /// Data still unsent or unacknowledged once this ACK is processed.
+    pub data_waiting: bool,
+}
+
+impl AckView {
+    pub fn of(r: &tt_tcp_rcv) -> Self {
+        let acked = seq_gap(r.snd_una, r.ack);
+        let una_after = r.snd_una.wrapping_add(acked);
+        AckView {
+            window: u32::from(r.win_raw) << r.snd_wscale,
+            acked,
+            data_waiting: seq_gap(r.snd_nxt, r.write_seq) > 0 || seq_gap(una_after, r.snd_nxt) > 0,
+        }
+    }
+}
+
+/// The sender's window over time, per ACK received with data waiting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SendWindow {
+    pub acks: u64,
+    /// Time-weighted means: the peer's window, `min(window, snd_cwnd · mss_cache)`,
+    /// and that rounded down to whole segments of `mss_cache`.
+    pub mean_peer_window: f64,
+    pub mean_usable: f64,
+    pub mean_usable_whole_segments: f64,
+    /// Share of the usable window lost to whole-segment rounding.
+    pub segment_rounding_loss_fraction: f64,
+    pub bytes_acked: u64,
+    pub min_srtt_us: u32,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct SenderSide {
+    pub mss_cache: u32,
+    pub srtt_us: u32,
+    pub min_srtt_us: u32,
+    /// Seen with data queued or in flight at least once.
+    pub sent_data: bool,
+    pub data_waiting: bool,
+    acks: u64,
+    bytes_acked: u64,
+    /// peer window, usable, usable in whole segments.
+    means: TimeWeighted<3>,
+}
+
+impl SenderSide {
+    /// An incoming segment at this socket, state before TCP processes it.
+    pub fn on_tcp_rcv(&mut self, ts_ns: u64, r: &tt_tcp_rcv) -> Option<AckView> {
+        if r.tcp_flags & tcp_flags::ACK == 0 {
+            return None;
+        }
+        let view = AckView::of(r);
+        self.mss_cache = r.mss_cache;
+        if r.srtt_us > 0 {
+            self.srtt_us = r.srtt_us;
+            self.min_srtt_us = if self.min_srtt_us == 0 {
+                r.srtt_us
+            } else {
+                self.min_srtt_us.min(r.srtt_us)
+            };
+        }
+        self.data_waiting = view.data_waiting;
+        self.bytes_acked += u64::from(view.acked);
+        if view.data_waiting || view.acked > 0 {
+            self.sent_data = true;
+            self.acks += 1;
+            let usable = u64::from(view.window).min(u64::from(r.snd_cwnd) * u64::from(r.mss_cache));
+            let whole = round_down_to(usable, u64::from(r.mss_cache));
+            self.means
+                .set(ts_ns, [u64::from(view.window), usable, whole]);
+        } else {
+            self.means.pause(ts_ns);
+        }
+        Some(view)
+    }
+
+    pub fn report(&mut self, last_ns: u64) -> Option<SendWindow> {
+        self.means.pause(last_ns);
+        let [window, usable, whole] = self.means.means()?;
+        Some(SendWindow {
+            acks: self.acks,
+            mean_peer_window: window,
+            mean_usable: usable,
+            mean_usable_whole_segments: whole,
+            segment_rounding_loss_fraction: if usable > 0.0 {
+                1.0 - whole / usable
+            } else {
+                0.0
+            },
+            bytes_acked: self.bytes_acked,
+            min_srtt_us: self.min_srtt_us,
+        })
+    }
+}
+
+/// The window the link could use (bandwidth × RTT) against what whole segments allow (Figure 8).
+pub fn mss_allowed_window(ideal_window: u64, sender_mss: u32) -> u64 {
+    round_down_to(ideal_window, u64::from(sender_mss))
+}
+
+/// Bandwidth × RTT in bytes.
+pub fn ideal_window(link_bps: u64, rtt_us: u32) -> u64 {
+    link_bps * u64::from(rtt_us) / 8_000_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paper_example_exactly() {
+        // 33000 free, receiver MSS 8948 → ⌊33000/8948⌋ = 3 → 26844 advertised;
+        // sender MSS 8960 → ⌊26844/8960⌋ = 2 → 17920 usable (the paper's
+        // "(int)(26844/8940)·8940" is a typo: 8940 would give 26820).
+        let c = WindowChain::new(33000, 8948, 8960);
+        assert_eq!((c.advertised, c.usable), (26844, 17920));
+        // 33000 − 17920 = 15080 lost, 45.7 % ("nearly 50 %").
+        assert_eq!(c.compounded_loss_bytes, 15080);
+        assert!((c.compounded_loss_fraction - 15080.0 / 33000.0).abs() < 1e-12);
+        // Receiver alone: 19 % less ("19% less than the available 33,000").
+        assert_eq!(
+            ((33000 - c.advertised) as f64 / 33000.0 * 100.0).round(),
+            19.0
+        );
+        // Sender after receiver: 33 % less than advertised.
+        assert_eq!(
+            ((c.advertised - c.usable) as f64 / c.advertised as f64 * 100.0).round(),
+            33.0
+        );
+        // Same MSS on both ends loses only the receiver's rounding.
+        assert_eq!(WindowChain::new(33000, 8948, 8948).usable, 26844);
+    }
+
+    #[test]
+    fn figure_8_ideal_vs_allowed() {
+        // 8 Gb/s × 26 µs = 26000 B ideal ("26 KB"); ⌊26000/8960⌋·8960 = 17920 ("18 KB"), 31 % less.
+        let ideal = ideal_window(8_000_000_000, 26);
+        assert_eq!(ideal, 26000);
+        let allowed = mss_allowed_window(ideal, 8960);
+        assert_eq!(allowed, 17920);
+        assert_eq!(
+            ((ideal - allowed) as f64 / ideal as f64 * 100.0).round(),
+            31.0
+        );
+    }
+
+    #[test]
+    fn ack_view_and_usable_window() {
+        let r = tt_tcp_rcv {
+            tcp_flags: tcp_flags::ACK,
+            ack: 11000,
+            snd_una: 1000,
+            snd_nxt: 20000,
+            write_seq: 20000,
+            win_raw: 13422,
+            snd_wscale: 1,
+            snd_cwnd: 10,
+            mss_cache: 8960,
+            srtt_us: 100,
+            ..Default::default()
+        };
+        // 13422 << 1 = 26844; 10000 B acked; 9000 B still in flight.
+        assert_eq!(
+            AckView::of(&r),
+            AckView {
+                window: 26844,
+                acked: 10000,
+                data_waiting: true
+            }
+        );
+        let mut s = SenderSide::default();
+        s.on_tcp_rcv(0, &r);
+        // usable = min(26844, 10·8960) = 26844 → 2 whole segments = 17920 for 1 ms.
+        let rep = s.report(1_000_000).unwrap();
+        assert_eq!(
+            (rep.mean_usable, rep.mean_usable_whole_segments),
+            (26844.0, 17920.0)
+        );
+        assert!((rep.segment_rounding_loss_fraction - 8924.0 / 26844.0).abs() < 1e-12);
+        // Everything acked and nothing unsent: no data waiting.
+        let done = tt_tcp_rcv { ack: 20000, ..r };
+        assert!(!AckView::of(&done).data_waiting);
+    }
+}

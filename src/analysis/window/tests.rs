@@ -1,0 +1,566 @@
+//! The analyzer over hand-built event streams.
+
+use super::*;
+use crate::event::{abi_addr, tcp_flags, tt_hdr, tt_tcp_rcv, tt_window_adv};
+
+const MS: u64 = 1_000_000;
+
+/// One socket: its cookie, namespace and ends (local first).
+struct Sock {
+    cookie: u64,
+    netns: u32,
+    local: &'static str,
+    remote: &'static str,
+}
+
+const SENDER: Sock = Sock {
+    cookie: 1,
+    netns: 1,
+    local: "10.0.0.1:5000",
+    remote: "10.0.0.2:80",
+};
+const RECEIVER: Sock = Sock {
+    cookie: 2,
+    netns: 2,
+    local: "10.0.0.2:80",
+    remote: "10.0.0.1:5000",
+};
+
+impl Sock {
+    fn hdr(&self, ts_ns: u64) -> tt_hdr {
+        let (local, remote): (SocketAddr, SocketAddr) =
+            (self.local.parse().unwrap(), self.remote.parse().unwrap());
+        let (family, saddr) = abi_addr(local.ip());
+        let (_, daddr) = abi_addr(remote.ip());
+        tt_hdr {
+            ts_ns,
+            sock_cookie: self.cookie,
+            saddr,
+            daddr,
+            sport: local.port(),
+            dport: remote.port(),
+            family,
+            netns: self.netns,
+            ..Default::default()
+        }
+    }
+
+    fn adv(&self, ts_ns: u64, w: tt_window_adv) -> Event {
+        Event::new(self.hdr(ts_ns), Body::WindowAdv(w))
+    }
+
+    fn rcv(&self, ts_ns: u64, r: tt_tcp_rcv) -> Event {
+        Event::new(self.hdr(ts_ns), Body::TcpRcv(r))
+    }
+}
+
+/// The paper's receiver: ratio 128, rcvbuf 131072 (allowed = full = 65536),
+/// free = (131072 − rmem) / 2, rcv_mss 8948, no window scaling. Each offer is
+/// used up before the next (rcv_nxt advances by the previous `rcv_wnd`).
+fn paper_adv(rmem: u32, rcv_nxt: u32, rcv_wnd: u32) -> tt_window_adv {
+    tt_window_adv {
+        tcp_flags: tcp_flags::ACK,
+        sk_rcvbuf: 131072,
+        sk_rmem_alloc: rmem,
+        scaling_ratio: 128,
+        window_clamp: 65536,
+        rcv_ssthresh: 65536,
+        rcv_mss: 8948,
+        advmss: 8960,
+        rcv_nxt,
+        rcv_wup: rcv_nxt,
+        rcv_wnd,
+        window: rcv_wnd.min(65535),
+        win_raw: rcv_wnd.min(65535) as u16,
+        ..Default::default()
+    }
+}
+
+/// An ACK at the sender (MSS 8948, cwnd 100): `snd_una..snd_nxt` in flight,
+/// data up to `write_seq` written, the ACK acknowledges up to `ack` and offers `window`.
+fn ack(snd_una: u32, ack: u32, snd_nxt: u32, write_seq: u32, window: u16) -> tt_tcp_rcv {
+    tt_tcp_rcv {
+        tcp_flags: tcp_flags::ACK,
+        ack,
+        snd_una,
+        snd_nxt,
+        write_seq,
+        win_raw: window,
+        snd_wnd: u32::from(window),
+        snd_cwnd: 100,
+        mss_cache: 8948,
+        packets_out: 1,
+        srtt_us: 1000,
+        sk_sndbuf: 1 << 20,
+        ..Default::default()
+    }
+}
+
+/// A segment leaving the sender.
+fn sent(seq: u32, len: u32, snd_una: u32, probes_out: u8) -> tt_window_adv {
+    tt_window_adv {
+        tcp_flags: tcp_flags::ACK,
+        seq,
+        len,
+        gso_segs: 1,
+        snd_una,
+        snd_nxt: seq + len,
+        mss_cache: 8948,
+        write_seq: 100000,
+        icsk_probes_out: probes_out,
+        ..Default::default()
+    }
+}
+
+fn kinds(alerts: &[Alert]) -> Vec<(u64, &'static str)> {
+    alerts
+        .iter()
+        .map(|a| (a.ts_ns / MS, a.kind.name()))
+        .collect()
+}
+
+fn run(cfg: WindowConfig, events: &[Event]) -> (Vec<Alert>, WindowReport) {
+    let mut a = WindowAnalyzer::new(cfg);
+    let mut alerts = Vec::new();
+    for ev in events {
+        alerts.extend(a.push(ev));
+    }
+    (alerts, a.finish(7))
+}
+
+#[test]
+fn sws_stall_episodes_exact() {
+    let s = &SENDER;
+    let events = [
+        // 9000 B acked, window 8948 = one MSS: no stall.
+        s.rcv(0, ack(1000, 10000, 19000, 100000, 8948)),
+        // Window 0 with 81000 B unsent: the stall starts at 10 ms.
+        s.rcv(10 * MS, ack(10000, 19000, 19000, 100000, 0)),
+        // Persist probe: len 0 at snd_una − 1.
+        s.adv(230 * MS, sent(18999, 0, 19000, 0)),
+        s.rcv(231 * MS, ack(19000, 19000, 19000, 100000, 0)),
+        s.adv(670 * MS, sent(18999, 0, 19000, 1)),
+        // 832 B window (a never-shrink residual): still below one MSS.
+        s.rcv(671 * MS, ack(19000, 19000, 19000, 100000, 832)),
+        // tcp_write_wakeup sends an 832-B PSH segment: sub-MSS.
+        s.adv(900 * MS, sent(19000, 832, 19000, 2)),
+        // Its ACK opens 8948: the stall ends at 901 ms with 832 B delivered.
+        s.rcv(901 * MS, ack(19000, 19832, 19832, 100000, 8948)),
+        // A second stall from 1000 to 1200 ms, with no event in between.
+        s.rcv(1000 * MS, ack(19832, 28780, 28780, 100000, 0)),
+        s.rcv(1200 * MS, ack(28780, 28780, 28780, 100000, 17896)),
+    ];
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    // One alert per stall: the first when an event finds it ≥ 100 ms old (230 ms),
+    // the second at its end (nothing happened during it). The stalled sender is
+    // also rwnd-limited: one alert at the first ACK past 100 ms of history.
+    assert_eq!(
+        kinds(&alerts),
+        [
+            (230, "sws_stall"),
+            (231, "rwnd_limited"),
+            (1200, "sws_stall")
+        ]
+    );
+    let stalls = &report.flows[0].window.sws_stalls;
+    assert_eq!(stalls.len(), 2);
+    let first = &stalls[0];
+    assert_eq!(
+        (first.start_ns, first.end_ns, first.duration_ns),
+        (10 * MS, 901 * MS, 891 * MS)
+    );
+    // Probes: 2 by sequence number; probes_out went 0 → 1 → 2, also 2.
+    assert_eq!(
+        (
+            first.zero_window_probes,
+            first.sub_mss_segments,
+            first.bytes_delivered
+        ),
+        (2, 1, 832)
+    );
+    assert_eq!(
+        (
+            first.mss,
+            first.window_at_start,
+            first.ended,
+            first.observed_at
+        ),
+        (8948, 0, true, StallSide::Sender)
+    );
+    assert_eq!(
+        (
+            stalls[1].start_ns,
+            stalls[1].end_ns,
+            stalls[1].zero_window_probes
+        ),
+        (1000 * MS, 1200 * MS, 0)
+    );
+    assert_eq!(report.events_lost, 7);
+}
+
+#[test]
+fn stall_open_at_the_end_of_the_trace() {
+    let s = &SENDER;
+    let events = [
+        s.rcv(0, ack(0, 0, 8948, 50000, 0)),
+        s.adv(50 * MS, sent(8947, 0, 8948, 0)),
+    ];
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    assert!(alerts.is_empty()); // 50 ms < 100 ms
+    let stall = &report.flows[0].window.sws_stalls[0];
+    assert_eq!(
+        (
+            stall.start_ns,
+            stall.end_ns,
+            stall.ended,
+            stall.zero_window_probes
+        ),
+        (0, 50 * MS, false, 1)
+    );
+}
+
+#[test]
+fn receiver_only_stall_counts_incoming_probes() {
+    let r = &RECEIVER;
+    // free 2464 < rcv_mss (measured receiver, see receiver.rs): window 0 at 0 ms.
+    let zero = tt_window_adv {
+        tcp_flags: tcp_flags::ACK,
+        sk_rcvbuf: 131072,
+        sk_rmem_alloc: 128376,
+        scaling_ratio: 234,
+        window_clamp: 119808,
+        rcv_ssthresh: 119808,
+        rcv_mss: 8948,
+        rcv_nxt: 5000,
+        rcv_wup: 5000,
+        ..Default::default()
+    };
+    // Reads free 27001 → 26844 at 300 ms.
+    let open = tt_window_adv {
+        sk_rmem_alloc: 101532,
+        rcv_wnd: 26844,
+        window: 26844,
+        ..zero
+    };
+    let probe = tt_tcp_rcv {
+        tcp_flags: tcp_flags::ACK,
+        seq: 4999,
+        rcv_nxt: 5000,
+        rcv_mss: 8948,
+        ..Default::default()
+    };
+    let events = [
+        r.adv(0, zero),
+        r.rcv(200 * MS, probe),
+        r.adv(300 * MS, open),
+    ];
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    assert_eq!(kinds(&alerts), [(200, "sws_stall")]);
+    let flow = &report.flows[0];
+    let stall = &flow.window.sws_stalls[0];
+    assert_eq!(
+        (stall.start_ns, stall.end_ns, stall.zero_window_probes),
+        (0, 300 * MS, 1)
+    );
+    assert_eq!(stall.observed_at, StallSide::Receiver);
+    assert_eq!(
+        (
+            flow.window.receive.classes.sws_zero,
+            flow.window.receive.classes.mss_rounded
+        ),
+        (1, 1)
+    );
+    assert_eq!(flow.window.receive.model_mismatches, 0);
+}
+
+/// A sender ACK whose pre-ACK state is limited by `limit`.
+fn limited(limit: &str) -> tt_tcp_rcv {
+    let base = tt_tcp_rcv {
+        tcp_flags: tcp_flags::ACK,
+        snd_una: 0,
+        ack: 0,
+        snd_nxt: 10000,
+        write_seq: 50000,
+        snd_wnd: 65535,
+        win_raw: 65535,
+        snd_cwnd: 10,
+        mss_cache: 1000,
+        packets_out: 5,
+        srtt_us: 100,
+        sk_sndbuf: 1 << 20,
+        ..Default::default()
+    };
+    match limit {
+        // 0 + 10000 − 10000 = 0 < mss with 40000 B unsent.
+        "rwnd" => tt_tcp_rcv {
+            snd_wnd: 10000,
+            ..base
+        },
+        "cwnd" => tt_tcp_rcv {
+            packets_out: 10,
+            ..base
+        },
+        "app" => tt_tcp_rcv {
+            write_seq: 10000,
+            ..base
+        },
+        "idle" => tt_tcp_rcv {
+            snd_una: 10000,
+            write_seq: 10000,
+            ..base
+        },
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn limit_fractions_and_hysteresis() {
+    let s = &SENDER;
+    // Kernel chrono at the last event: busy 290 + rwnd 110 jiffies = 400, rwnd 27.5 %.
+    let last = tt_tcp_rcv {
+        chrono_stat: [290, 110, 0],
+        jiffies: 700,
+        ..limited("rwnd")
+    };
+    let events = [
+        s.rcv(0, limited("app")),
+        s.rcv(100 * MS, limited("rwnd")), // (0, 100]: rwnd
+        s.rcv(150 * MS, limited("cwnd")), // (100, 150]: cwnd
+        s.rcv(400 * MS, limited("app")),  // (150, 400]: app
+        s.rcv(500 * MS, limited("idle")), // (400, 500]: idle
+        s.rcv(700 * MS, last),            // (500, 700]: rwnd again
+    ];
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    // rwnd 100 % of the first 100 ms; cwnd 50/150 = 33 % ≥ 20 %; by 400 ms the
+    // last 200 ms are all app time, both episodes end; at 700 ms rwnd returns.
+    assert_eq!(
+        kinds(&alerts),
+        [
+            (100, "rwnd_limited"),
+            (150, "cwnd_limited"),
+            (700, "rwnd_limited")
+        ]
+    );
+    let l = &report.flows[0].limits;
+    // Busy 600 ms: rwnd 300, cwnd 50, app 250; idle 100.
+    assert_eq!((l.busy_ns, l.idle_ns), (600 * MS, 100 * MS));
+    assert_eq!(
+        (l.per_event.rwnd, l.per_event.cwnd, l.per_event.app),
+        (0.5, 50.0 / 600.0, 250.0 / 600.0)
+    );
+    // The kernel's figure is the one reported: 110 / 400.
+    assert_eq!((l.rwnd, l.source), (110.0 / 400.0, "kernel_chrono"));
+    assert_eq!(l.kernel.unwrap().busy_jiffies, 400);
+}
+
+#[test]
+fn mss_clamp_alert_once_per_episode() {
+    let r = &RECEIVER;
+    let mut events = Vec::new();
+    let mut rcv_nxt = 1000u32;
+    // 32 lossy windows (free 33000 → 26844: 6156 B, 18.65 %), 32 exact ones
+    // (free 26844 = 3 × 8948), then lossy ones again.
+    for i in 0..100u64 {
+        let rmem = if (32..64).contains(&i) { 77384 } else { 65072 };
+        events.push(r.adv(i * MS, paper_adv(rmem, rcv_nxt, 26844)));
+        rcv_nxt += 26844;
+    }
+    let cfg = WindowConfig {
+        threshold_pct: 15.0,
+        ..Default::default()
+    };
+    let (alerts, report) = run(cfg, &events);
+    // First alert when the ring of 32 is full (event 31, at 31 ms). The episode
+    // ends below 7.5 %: with k lossy windows left, 6156k / (33000k + 26844(32 − k))
+    // < 0.075 ⇔ k ≤ 11, i.e. after 21 exact windows. It restarts at ≥ 15 %:
+    // 6156k ≥ 0.15 (858008 + 6156k) ⇔ k ≥ 25, i.e. event 64 + 24 = 88.
+    assert_eq!(kinds(&alerts), [(31, "mss_clamp"), (88, "mss_clamp")]);
+    assert!(
+        alerts[0]
+            .message
+            .contains("18.7% of free space to rounding down to rcv_mss 8948"),
+        "{}",
+        alerts[0].message
+    );
+    let w = &report.flows[0].window.receive;
+    assert_eq!(
+        (w.advertised_count, w.mss_rounded_count, w.model_mismatches),
+        (100, 68, 0)
+    );
+    assert_eq!(w.mss_rounding_bytes_lost, 68 * 6156);
+}
+
+#[test]
+fn paired_ends_give_the_paper_chain() {
+    let (s, r) = (&SENDER, &RECEIVER);
+    // The sender's MSS is 8960 (no timestamps), the receiver estimates 8948.
+    let sender_ack = tt_tcp_rcv {
+        mss_cache: 8960,
+        ..ack(0, 8960, 26880, 100000, 26844)
+    };
+    let events = [
+        s.rcv(0, sender_ack),
+        r.adv(0, paper_adv(65072, 1000, 26844)),
+        r.adv(10 * MS, paper_adv(65072, 27844, 26844)),
+        s.rcv(
+            10 * MS,
+            tt_tcp_rcv {
+                ack: 17920,
+                snd_una: 8960,
+                ..sender_ack
+            },
+        ),
+    ];
+    let cfg = WindowConfig {
+        link_bps: Some(208_000_000_000),
+        ..Default::default()
+    };
+    let (_, report) = run(cfg, &events);
+    let (sf, rf) = (&report.flows[0], &report.flows[1]);
+    assert_eq!((sf.peer_cookie, rf.peer_cookie), (Some(2), Some(1)));
+    assert_eq!(
+        (sf.src.as_str(), sf.dst.as_str()),
+        ("10.0.0.1:5000", "10.0.0.2:80")
+    );
+    for f in [sf, rf] {
+        assert_eq!(
+            (f.mss.sender, f.mss.receiver_estimate, f.mss.advertised),
+            (Some(8960), Some(8948), Some(8960))
+        );
+        assert_eq!(f.mss.mismatch_bytes, Some(12));
+        let chain = f.window.chain.unwrap();
+        assert_eq!(
+            (chain.free_space, chain.advertised, chain.usable),
+            (33000, 26844, 17920)
+        );
+    }
+    assert_eq!((sf.mss.direction, rf.mss.direction), ("send", "receive"));
+    // The receiver's own means: free 33000, advertised 26844, sender-usable 17920.
+    assert_eq!(rf.window.receive.mean_sender_usable, 17920.0);
+    // 208 Gb/s × 1 ms srtt = 26 MB: Figure 8's ratio at a larger scale, whole segments of 8960.
+    assert_eq!(sf.window.ideal_window, Some(26_000_000));
+    assert_eq!(sf.window.mss_allowed_window, Some(26_000_000 / 8960 * 8960));
+    // The receiver has no srtt of its own and uses the sender's.
+    assert_eq!(
+        (rf.window.ideal_window, rf.window.ideal_window_source),
+        (Some(26_000_000), Some("bandwidth_delay"))
+    );
+    // Flagged (45.7 % compounded loss) → advice with the paper's numbers.
+    let mtu = sf.advice.iter().find_map(|a| match a {
+        Advice::Mtu {
+            free_space,
+            current_lost_bytes,
+            ..
+        } => Some((*free_space, *current_lost_bytes)),
+        _ => None,
+    });
+    assert_eq!(mtu, Some((33000, 33000 % 8960)));
+}
+
+#[test]
+fn report_json_has_the_contract_fields() {
+    let s = &SENDER;
+    let events = [
+        s.rcv(0, ack(1000, 10000, 19000, 100000, 0)),
+        s.rcv(200 * MS, ack(10000, 19000, 19000, 100000, 8948)),
+    ];
+    let (_, report) = run(WindowConfig::default(), &events);
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["events_lost"], 7);
+    let f = &json["flows"][0];
+    for key in [
+        "sock_cookie",
+        "src",
+        "dst",
+        "mss",
+        "window",
+        "limits",
+        "alerts",
+        "advice",
+    ] {
+        assert!(f.get(key).is_some(), "missing {key}");
+    }
+    for key in ["sender", "receiver_estimate", "advertised"] {
+        assert!(f["mss"].get(key).is_some(), "missing mss.{key}");
+    }
+    for key in [
+        "advertised_count",
+        "mss_rounded_count",
+        "mss_rounding_bytes_lost",
+        "sws_stalls",
+        "ideal_window",
+        "mss_allowed_window",
+        "model_mismatches",
+        "classes",
+    ] {
+        assert!(f["window"].get(key).is_some(), "missing window.{key}");
+    }
+    for key in ["rwnd", "cwnd", "sndbuf", "app"] {
+        assert!(f["limits"][key].is_number(), "missing limits.{key}");
+    }
+    assert_eq!(f["window"]["sws_stalls"][0]["start_ns"], 0);
+    assert_eq!(f["window"]["sws_stalls"][0]["end_ns"], 200 * MS);
+    assert_eq!(f["window"]["sws_stalls"][0]["zero_window_probes"], 0);
+    assert_eq!(f["alerts"][0]["kind"], "sws_stall");
+    assert!(f["alerts"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("200.0 ms"));
+    assert_eq!(f["src"], "10.0.0.1:5000");
+}
+
+#[test]
+fn ignores_events_without_a_socket() {
+    let mut a = WindowAnalyzer::new(WindowConfig::default());
+    let mut ev = SENDER.rcv(0, ack(0, 0, 0, 0, 0));
+    ev.hdr.sock_cookie = 0;
+    assert_eq!(a.push(&ev).count(), 0);
+    assert!(a.finish(0).flows.is_empty());
+}
+
+/// Replay speed: `cargo test --release --lib analysis::window::tests::push_rate -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn push_rate() {
+    let socks: Vec<Sock> = (0..64)
+        .map(|i| Sock {
+            cookie: 100 + i,
+            netns: 1,
+            local: "10.0.0.1:5000",
+            remote: "10.0.0.2:80",
+        })
+        .collect();
+    let mut events = Vec::new();
+    for i in 0..200_000u32 {
+        let s = &socks[(i % 64) as usize];
+        let ts = u64::from(i) * 1000;
+        let seq = i.wrapping_mul(8948);
+        events.push(s.adv(ts, paper_adv(65072, seq, 26844)));
+        events.push(s.rcv(
+            ts + 500,
+            ack(
+                seq,
+                seq.wrapping_add(8948),
+                seq.wrapping_add(26844),
+                seq.wrapping_add(100000),
+                26844,
+            ),
+        ));
+    }
+    let mut a = WindowAnalyzer::new(WindowConfig::default());
+    let start = std::time::Instant::now();
+    let rounds = 25;
+    let mut alerts = 0;
+    for _ in 0..rounds {
+        for ev in &events {
+            alerts += a.push(ev).count();
+        }
+    }
+    let n = events.len() * rounds;
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{n} events in {secs:.3} s: {:.1} M events/s ({alerts} alerts)",
+        n as f64 / secs / 1e6
+    );
+    assert!(a.finish(0).flows.len() == 64);
+}
