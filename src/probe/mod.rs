@@ -53,6 +53,15 @@ pub struct TracerOptions {
     pub backends: Vec<Backend>,
 }
 
+/// The inode of a named network namespace (`ip netns add NAME`), for [`Filters::netns`].
+pub fn netns_inode(name: &str) -> anyhow::Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let path = std::path::Path::new("/var/run/netns").join(name);
+    let meta = std::fs::metadata(&path)
+        .with_context(|| format!("no network namespace named {name:?} (see `ip netns list`)"))?;
+    Ok(meta.ino() as u32)
+}
+
 impl Default for TracerOptions {
     fn default() -> Self {
         TracerOptions {

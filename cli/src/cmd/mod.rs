@@ -1,7 +1,10 @@
 //! One module per subcommand.
 
+mod check;
 mod dump;
 mod gen_docs;
+mod record;
+mod session;
 
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
@@ -15,6 +18,8 @@ pub const VERSION: &str = concat!(
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Check { json } => check::run(json),
+        Command::Record(args) => record::run(args),
         Command::Dump(args) => dump::run(args),
         Command::GenDocs { out } => gen_docs::run(&out),
         other => anyhow::bail!("{other:?}: not built yet"),

@@ -46,6 +46,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let mut stack_ids = BTreeSet::new();
     let mut write_error = None;
     let mut progress = session::Progress::new(args.quiet);
+    let flow_count = std::cell::Cell::new(0);
     let stats = Collector::new().run(
         &mut tracer,
         stop,
@@ -56,6 +57,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             }
             if let Ok(ev) = Event::decode(record) {
                 flows.observe(&ev);
+                flow_count.set(flows.len());
                 if let Body::CpuSample(s) = ev.body {
                     stack_ids.extend([s.kstack_id, s.ustack_id].into_iter().filter(|&id| id >= 0));
                 }
@@ -65,7 +67,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
                 stop.store(true, Ordering::SeqCst);
             }
         },
-        |stats| progress.tick(stats, flows.len()),
+        |stats| progress.tick(stats, flow_count.get()),
     )?;
     progress.done();
     if let Some(err) = write_error {

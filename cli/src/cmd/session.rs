@@ -37,14 +37,15 @@ pub fn filters(args: &FilterArgs) -> anyhow::Result<Filters> {
     anyhow::ensure!(args.sample >= 1, "--sample must be at least 1");
     let netns = match &args.netns {
         None => None,
-        Some(name) => Some(tenge_trace::lab::netns::inode_of(name).with_context(|| format!("--netns {name}"))?),
+        Some(name) => Some(tenge_trace::probe::netns_inode(name).with_context(|| format!("--netns {name}"))?),
     };
     Ok(Filters { port: args.port, addr: args.addr, netns, sample_every: args.sample })
 }
 
 pub fn start(args: &FilterArgs, cpu_profile_hz: Option<u64>) -> anyhow::Result<Tracer> {
     anyhow::ensure!(args.ring_mib.is_power_of_two(), "--ring-mib must be a power of two");
-    let options = TracerOptions { filters: filters(args)?, ring_bytes: args.ring_mib << 20, cpu_profile_hz };
+    let options =
+        TracerOptions { filters: filters(args)?, ring_bytes: args.ring_mib << 20, cpu_profile_hz, ..Default::default() };
     let tracer = Tracer::start(&options)?;
     let attached = tracer.plan().attached().count();
     let missing: Vec<&str> =
