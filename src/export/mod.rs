@@ -1,1 +1,2 @@
 //! Exporters: JSON lines, tables, flamegraphs.
+pub mod flamegraph;
