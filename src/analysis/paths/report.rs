@@ -116,6 +116,9 @@ pub struct Evictions {
     pub flows_without_breakdown: u64,
     /// Packets still in flight when the trace ended.
     pub in_flight_at_end: u64,
+    /// Writes forgotten (stale or over capacity) before their bytes left TCP:
+    /// those bytes show up as `write_unseen`.
+    pub writes_dropped: u64,
 }
 
 pub(super) fn build<'a>(
@@ -355,8 +358,16 @@ impl PathReport {
         let e = &self.evictions;
         let _ = writeln!(
             out,
-            "evictions: stale {}, capacity {}, superseded {}, dropped {}, driver_error {}, events over flow cap {}, in flight at end {}",
-            e.stale, e.capacity, e.superseded, e.dropped, e.driver_error, e.events_over_flow_cap, e.in_flight_at_end
+            "evictions: stale {}, capacity {}, superseded {}, dropped {}, driver_error {}, events over flow cap {}, \
+             in flight at end {}, writes dropped {}",
+            e.stale,
+            e.capacity,
+            e.superseded,
+            e.dropped,
+            e.driver_error,
+            e.events_over_flow_cap,
+            e.in_flight_at_end,
+            e.writes_dropped
         );
         let _ = writeln!(out, "counts: {}", self.note);
         out

@@ -789,3 +789,72 @@ fn report_serializes_with_the_agreed_fields() {
         assert!(json.get(field).is_some(), "{field}");
     }
 }
+
+#[test]
+fn tx_retransmits_and_unseen_writes() {
+    let s = tx::State {
+        snd_una: 1000,
+        snd_nxt: 3000,
+        snd_cwnd: 10,
+        snd_wnd: 65535,
+    };
+    let events = [
+        // No sendmsg before the trace started: [3000, 4000) is new data of an unseen write.
+        tx::queue(1_000, 0x200, 3000, 1000, 1, s),
+        // [1000, 2000) again, below snd_nxt: a retransmission.
+        tx::queue(2_000, 0x300, 1000, 1000, 1, s),
+        tx::start_xmit(2_100, 0x300, 1000, 1000),
+        tx::xmit(2_300, 0x300, 1000, 1000),
+    ];
+    let report = run(PathConfig::default(), &events);
+    let unseen = path(&report, "tx", "write_unseen");
+    assert_eq!((unseen.packets, stage(unseen, "tcp").count), (1, 0));
+    let rtx = path(&report, "tx", "retransmit");
+    assert_all(rtx, "qdisc", 1, 100);
+    assert_all(rtx, "driver", 1, 200);
+    // Neither has its TCP stage; the unseen one also never reached the driver.
+    assert_eq!(
+        (report.coverage.tx_packets, report.coverage.tx_complete),
+        (2, 0)
+    );
+    assert_eq!(report.evictions.in_flight_at_end, 1);
+}
+
+#[test]
+#[ignore = "timing: cargo test --release --lib paths::tests::throughput -- --ignored --nocapture"]
+fn throughput() {
+    let n = 200_000u32;
+    let mut events = Vec::with_capacity(n as usize * 10);
+    for i in 0..n {
+        let (t, seq) = (1_000 + i as u64 * 10_000, 1000u32.wrapping_add(i * MSS));
+        let s = tx::State {
+            snd_una: seq,
+            snd_nxt: seq,
+            snd_cwnd: 10,
+            snd_wnd: 65535,
+        };
+        events.push(tx::sendmsg(t, seq, seq));
+        events.push(tx::queue(t + 1_000, 0x200, seq, MSS, 1, s));
+        events.push(tx::start_xmit(t + 1_100, 0x200, seq, MSS));
+        events.push(tx::xmit(t + 1_200, 0x200, seq, MSS));
+        events.extend(rx::full_path(
+            t,
+            0xa00,
+            seq,
+            [0, 100, 200, 300, 400, 500],
+            0,
+        ));
+    }
+    let started = std::time::Instant::now();
+    let report = run(PathConfig::default(), &events);
+    let elapsed = started.elapsed();
+    println!(
+        "{} events in {elapsed:?}: {:.0} ns/event",
+        events.len(),
+        elapsed.as_nanos() as f64 / events.len() as f64
+    );
+    assert_eq!(
+        (report.coverage.tx_complete, report.coverage.rx_complete),
+        (n as u64, n as u64)
+    );
+}

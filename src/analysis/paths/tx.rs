@@ -77,7 +77,7 @@ impl TxFlow {
             _ => {
                 if self.writes.len() >= ctx.cfg.max_pending_per_flow {
                     self.writes.pop_front();
-                    ctx.counters.evictions.capacity += 1;
+                    ctx.counters.evictions.writes_dropped += 1;
                 }
                 self.writes.push_back(write);
             }
@@ -293,7 +293,7 @@ impl TxFlow {
         // The newest write stays: its bytes may still be unsent.
         while self.writes.len() >= 2 && stale(self.writes[0].ts_ns, ctx.cfg.app_wait_ns) {
             self.writes.pop_front();
-            ctx.counters.evictions.stale += 1;
+            ctx.counters.evictions.writes_dropped += 1;
         }
     }
 
