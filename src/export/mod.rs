@@ -1,2 +1,3 @@
 //! Exporters: JSON lines, tables, flamegraphs.
+pub mod flamegraph;
 pub mod json;

@@ -1,0 +1,317 @@
+//! Per-packet path profiling, after MAGNET (Feng et al., SC'03 §3.2): for a
+//! sample of packets, which path each took through the stack, what each
+//! stage of that path cost, and what sent packets down the slower paths.
+//!
+//! Stages (hop → next hop):
+//! - TX: `tcp` (sendmsg wrote the bytes → their segment at net_dev_queue),
+//!   `qdisc` (→ net_dev_start_xmit), `driver` (→ net_dev_xmit).
+//! - RX: `napi` (driver entry → netif_receive_skb: GRO/backlog wait),
+//!   `ip_tcp` (→ tcp_rcv; includes the socket backlog wait), `tcp_queue`
+//!   (→ data_ready; out-of-order data waits here), `socket_queue`
+//!   (→ copy_datagram: waiting for the application), `read` (→ the read returns).
+//!
+//! Paths: TX by why TCP held the segment (see [`stats::TX`]); RX by GRO
+//! merge, direct vs backlog, and order (see [`stats::RX`]).
+//!
+//! Identity: flows by [`FlowKey`] (device events have no cookie), bytes by
+//! 32-bit sequence ranges; skb addresses only break ties within one hop.
+//! With 1-in-N sampling a packet is kept when its first byte's sequence
+//! number passes [`is_sampled`], at every hop, so the kept packets are an
+//! unbiased sample of the latencies; counts are scaled by N in the report.
+
+mod report;
+mod rx;
+pub mod stats;
+#[cfg(test)]
+mod tests;
+mod tx;
+
+pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
+
+use crate::event::{Body, Event, FlowKey};
+use stats::{NapiAcc, PathTable, Recorder};
+use std::collections::HashMap;
+
+/// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
+pub fn seq_before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// `a` comes after `b` in 32-bit sequence space (the kernel's `after()`).
+pub fn seq_after(a: u32, b: u32) -> bool {
+    seq_before(b, a)
+}
+
+/// Whether the packet starting at `seq` is in a 1-in-`every` sample. A
+/// multiplicative hash, so that MSS-spaced sequence numbers spread evenly.
+pub fn is_sampled(seq: u32, every: u32) -> bool {
+    every <= 1 || (seq.wrapping_mul(0x9E37_79B1) >> 16).is_multiple_of(every)
+}
+
+#[derive(Clone, Debug)]
+pub struct PathConfig {
+    /// Keep 1 packet in N (by sequence number); 1 keeps all.
+    pub sample_every: u32,
+    /// A segment that leaves TCP later than this after its write was held.
+    pub held_after_ns: u64,
+    /// A packet that makes no progress inside the stack for this long is dropped.
+    pub stale_ns: u64,
+    /// The same for waits on the application or the peer (unread data,
+    /// writes held by a closed window).
+    pub app_wait_ns: u64,
+    /// Flows tracked at all; events of further flows are counted and ignored.
+    pub max_flows: usize,
+    /// Flows with their own per-path breakdown (the first ones seen).
+    pub max_flow_breakdown: usize,
+    /// Packets (or writes) waiting at one hop of one flow.
+    pub max_pending_per_flow: usize,
+}
+
+impl Default for PathConfig {
+    fn default() -> Self {
+        PathConfig {
+            sample_every: 1,
+            held_after_ns: 50_000,
+            stale_ns: 1_000_000_000,
+            app_wait_ns: 60_000_000_000,
+            max_flows: 4096,
+            max_flow_breakdown: 64,
+            max_pending_per_flow: 8192,
+        }
+    }
+}
+
+/// Sampled packet counts for coverage, and evictions.
+#[derive(Default)]
+struct Counters {
+    tx_packets: u64,
+    tx_complete: u64,
+    rx_packets: u64,
+    rx_complete: u64,
+    evictions: Evictions,
+}
+
+/// What a flow handler needs besides the flow itself.
+struct Ctx<'a> {
+    cfg: &'a PathConfig,
+    rec: Recorder<'a>,
+    counters: &'a mut Counters,
+}
+
+struct Flow {
+    key: FlowKey,
+    cookie: u64,
+    table: Option<Box<PathTable>>,
+    pending: Pending,
+}
+
+/// A flow's packets in flight, per direction.
+#[derive(Default)]
+struct Pending {
+    tx: tx::TxFlow,
+    rx: rx::RxFlow,
+}
+
+/// Trace time between sweeps for stale packets.
+const SWEEP_EVERY_NS: u64 = 100_000_000;
+
+/// Incremental path analysis: [`push`](Self::push) events in time order,
+/// live or from a recording, then [`finish`](Self::finish).
+pub struct PathAnalyzer {
+    cfg: PathConfig,
+    flows: Vec<Flow>,
+    index: HashMap<FlowKey, usize>,
+    last_flow: Option<(FlowKey, usize)>,
+    overall: PathTable,
+    napi: Vec<NapiAcc>,
+    counters: Counters,
+    now_ns: u64,
+    next_sweep_ns: u64,
+}
+
+impl Default for PathAnalyzer {
+    fn default() -> Self {
+        PathAnalyzer::new(PathConfig::default())
+    }
+}
+
+impl PathAnalyzer {
+    pub fn new(cfg: PathConfig) -> PathAnalyzer {
+        PathAnalyzer {
+            cfg,
+            flows: Vec::new(),
+            index: HashMap::new(),
+            last_flow: None,
+            overall: PathTable::default(),
+            napi: Vec::new(),
+            counters: Counters::default(),
+            now_ns: 0,
+            next_sweep_ns: 0,
+        }
+    }
+
+    pub fn push(&mut self, ev: &Event) {
+        let (ts, skb, cpu) = (ev.hdr.ts_ns, ev.hdr.skb, ev.hdr.cpu);
+        if ts > self.now_ns {
+            self.now_ns = ts;
+            if ts >= self.next_sweep_ns {
+                self.sweep();
+                self.next_sweep_ns = ts + SWEEP_EVERY_NS;
+            }
+        }
+        match &ev.body {
+            Body::NapiPoll(p) => self.napi_poll(p.ifindex, p.work, p.budget),
+            Body::Sendmsg(b) => self.with_flow(ev, true, |f, ctx| f.tx.on_sendmsg(ts, b, ctx)),
+            Body::WindowAdv(b) => {
+                self.with_flow(ev, b.len > 0, |f, ctx| f.tx.on_queue(ts, skb, cpu, b, ctx))
+            }
+            Body::DevStartXmit(p) => {
+                self.with_flow(ev, false, |f, _| f.tx.on_start_xmit(ts, skb, cpu, p))
+            }
+            Body::DevXmit(p) => {
+                self.with_flow(ev, false, |f, ctx| f.tx.on_xmit(ts, skb, cpu, p, ctx))
+            }
+            Body::RxEntry(p) => self.with_flow(ev, p.len > 0, |f, ctx| f.rx.on_entry(ts, p, ctx)),
+            Body::NetifReceive(p) => {
+                self.with_flow(ev, p.len > 0, |f, ctx| f.rx.on_netif_receive(ts, p, ctx))
+            }
+            Body::TcpRcv(b) => self.with_flow(ev, b.len > 0, |f, ctx| {
+                f.tx.on_ack(b);
+                f.rx.on_tcp_rcv(ts, b, ctx)
+            }),
+            Body::DataReady(b) => self.with_flow(ev, false, |f, _| f.rx.on_data_ready(ts, b)),
+            Body::CopyDatagram(b) => self.with_flow(ev, false, |f, _| f.rx.on_copy(ts, b)),
+            Body::AppRead(b) => self.with_flow(ev, false, |f, ctx| f.rx.on_app_read(ts, b, ctx)),
+            Body::KfreeSkb(b) => self.kfree_skb(ev, b.seq),
+            Body::State(_) | Body::Retransmit(_) | Body::CpuSample(_) => {}
+        }
+    }
+
+    pub fn finish(mut self) -> PathReport {
+        for i in 0..self.flows.len() {
+            let (flow, mut ctx) = self.parts(i);
+            let in_flight = flow.rx.drain(&mut ctx) + flow.tx.in_flight();
+            ctx.counters.evictions.in_flight_at_end += in_flight;
+        }
+        report::build(
+            &self.cfg,
+            &self.overall,
+            self.flows
+                .iter()
+                .filter_map(|f| Some((f.key, f.cookie, f.table.as_deref()?))),
+            &self.napi,
+            &self.counters,
+        )
+    }
+
+    /// Device-layer packets name the flow by addresses: outgoing ones
+    /// (start_xmit, xmit) from the sender's side, the rest from the receiver's.
+    fn flow_key(ev: &Event) -> Option<FlowKey> {
+        let outgoing = matches!(ev.body, Body::DevStartXmit(_) | Body::DevXmit(_));
+        FlowKey::of(ev, outgoing)
+    }
+
+    fn with_flow(&mut self, ev: &Event, create: bool, f: impl FnOnce(&mut Pending, &mut Ctx)) {
+        let Some(key) = Self::flow_key(ev) else {
+            return;
+        };
+        let Some(i) = self.flow_index(key, create) else {
+            return;
+        };
+        if ev.hdr.sock_cookie != 0 {
+            self.flows[i].cookie = ev.hdr.sock_cookie;
+        }
+        let (flow, mut ctx) = self.parts(i);
+        f(flow, &mut ctx);
+    }
+
+    fn flow_index(&mut self, key: FlowKey, create: bool) -> Option<usize> {
+        if let Some((last, i)) = self.last_flow {
+            if last == key {
+                return Some(i);
+            }
+        }
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None if !create => return None,
+            None if self.flows.len() >= self.cfg.max_flows => {
+                self.counters.evictions.events_over_flow_cap += 1;
+                return None;
+            }
+            None => {
+                let breakdown = self.flows.len() < self.cfg.max_flow_breakdown;
+                if !breakdown {
+                    self.counters.evictions.flows_without_breakdown += 1;
+                }
+                self.flows.push(Flow {
+                    key,
+                    cookie: 0,
+                    table: breakdown.then(Box::default),
+                    pending: Pending::default(),
+                });
+                self.index.insert(key, self.flows.len() - 1);
+                self.flows.len() - 1
+            }
+        };
+        self.last_flow = Some((key, i));
+        Some(i)
+    }
+
+    /// Splits the borrows: one flow, and the context that records for it.
+    fn parts(&mut self, i: usize) -> (&mut Pending, Ctx<'_>) {
+        let flow = &mut self.flows[i];
+        let ctx = Ctx {
+            cfg: &self.cfg,
+            rec: Recorder {
+                overall: &mut self.overall,
+                flow: flow.table.as_deref_mut(),
+            },
+            counters: &mut self.counters,
+        };
+        (&mut flow.pending, ctx)
+    }
+
+    fn napi_poll(&mut self, ifindex: u32, work: i32, budget: i32) {
+        let i = match self.napi.iter().position(|n| n.ifindex == ifindex) {
+            Some(i) => i,
+            None => {
+                self.napi.push(NapiAcc {
+                    ifindex,
+                    ..Default::default()
+                });
+                self.napi.len() - 1
+            }
+        };
+        self.napi[i].record(work, budget);
+    }
+
+    /// A drop: of a received packet before TCP, or of a sent one before the driver.
+    fn kfree_skb(&mut self, ev: &Event, seq: u32) {
+        for outgoing in [false, true] {
+            let Some(key) = FlowKey::of(ev, outgoing) else {
+                return;
+            };
+            let Some(i) = self.flow_index(key, false) else {
+                continue;
+            };
+            let (flow, mut ctx) = self.parts(i);
+            let found = if outgoing {
+                flow.tx.on_drop(seq, &mut ctx)
+            } else {
+                flow.rx.on_drop(seq, &mut ctx)
+            };
+            if found {
+                return;
+            }
+        }
+    }
+
+    fn sweep(&mut self) {
+        let now = self.now_ns;
+        for i in 0..self.flows.len() {
+            let (flow, mut ctx) = self.parts(i);
+            flow.tx.expire(now, &mut ctx);
+            flow.rx.expire(now, &mut ctx);
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! The path report: what [`PathAnalyzer::finish`](super::PathAnalyzer::finish) returns.
+
+use super::stats::{DirSpec, NapiAcc, PathAcc, PathTable, DIRECTIONS};
+use super::{Counters, PathConfig};
+use crate::event::FlowKey;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PathReport {
+    /// 1-in-N packet sampling; `packets` and `total_ns` are scaled by it.
+    pub sample_every: u32,
+    /// How to read the counts, in words.
+    pub note: String,
+    /// Per dimension: every path of a dimension adds up to its direction's packets.
+    pub paths: Vec<PathEntry>,
+    /// Per full path (one value of every dimension): each packet counted once.
+    pub combined: Vec<PathEntry>,
+    pub flows: Vec<FlowPaths>,
+    pub napi: Vec<NapiStats>,
+    pub coverage: Coverage,
+    pub evictions: Evictions,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PathEntry {
+    /// "tx" or "rx".
+    pub direction: &'static str,
+    /// Which choice this path is one outcome of ("hold", "gro", "socket",
+    /// "order"), or "full" for a combined path.
+    pub dimension: &'static str,
+    /// e.g. "backlog", "held_cwnd"; combined paths join their parts with ';'.
+    pub path: String,
+    /// What sends a packet down this path.
+    pub condition: String,
+    /// Packets (wire segments), scaled by `sample_every`.
+    pub packets: u64,
+    /// Packets actually traced.
+    pub sampled_packets: u64,
+    /// Fraction of the direction's packets.
+    pub share: f64,
+    pub stages: Vec<StageStats>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StageStats {
+    pub stage: &'static str,
+    /// Sampled packets with this stage measured.
+    pub count: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: u64,
+    /// Time all packets of the path spent here: measured sum × `sample_every`.
+    pub total_ns: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowPaths {
+    /// Socket cookie, 0 when no socket event of the flow was seen.
+    pub cookie: u64,
+    pub netns: u32,
+    pub local: String,
+    pub remote: String,
+    pub paths: Vec<PathEntry>,
+    pub combined: Vec<PathEntry>,
+}
+
+/// Packets per NAPI poll on one device (ifindex 0: the per-CPU backlog).
+/// Polls are not sampled.
+#[derive(Clone, Debug, Serialize)]
+pub struct NapiStats {
+    pub ifindex: u32,
+    pub polls: u64,
+    pub packets: u64,
+    pub budget: i32,
+    pub polls_at_budget: u64,
+    pub at_budget_share: f64,
+    pub work_mean: f64,
+    pub work_p50: u64,
+    pub work_p90: u64,
+    pub work_p99: u64,
+    pub work_max: u64,
+    /// [work, polls] for every work value seen.
+    pub work_histogram: Vec<[u64; 2]>,
+}
+
+/// Sampled data packets, and those that got a latency for every stage.
+#[derive(Clone, Debug, Serialize)]
+pub struct Coverage {
+    pub tx_packets: u64,
+    pub tx_complete: u64,
+    pub tx_fraction: Option<f64>,
+    pub rx_packets: u64,
+    pub rx_complete: u64,
+    pub rx_fraction: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Evictions {
+    /// No progress for `stale_ns` (in the stack) or `app_wait_ns` (waiting
+    /// for the application or the peer).
+    pub stale: u64,
+    /// Pushed out of a full per-flow queue.
+    pub capacity: u64,
+    /// Replaced by a later driver skb carrying the same bytes.
+    pub superseded: u64,
+    /// Freed by kfree_skb before the next hop.
+    pub dropped: u64,
+    /// The driver returned an error.
+    pub driver_error: u64,
+    /// Events of flows beyond `max_flows`.
+    pub events_over_flow_cap: u64,
+    /// Flows beyond `max_flow_breakdown`: in the totals only.
+    pub flows_without_breakdown: u64,
+    /// Packets still in flight when the trace ended.
+    pub in_flight_at_end: u64,
+    /// Writes forgotten (stale or over capacity) before their bytes left TCP:
+    /// those bytes show up as `write_unseen`.
+    pub writes_dropped: u64,
+}
+
+pub(super) fn build<'a>(
+    cfg: &PathConfig,
+    overall: &PathTable,
+    flows: impl Iterator<Item = (FlowKey, u64, &'a PathTable)>,
+    napi: &[NapiAcc],
+    counters: &Counters,
+) -> PathReport {
+    let scale = cfg.sample_every.max(1) as u64;
+    let (paths, combined) = entries(overall, scale);
+    let flows = flows
+        .map(|(key, cookie, table)| {
+            let (paths, combined) = entries(table, scale);
+            FlowPaths {
+                cookie,
+                netns: key.netns,
+                local: key.local.to_string(),
+                remote: key.remote.to_string(),
+                paths,
+                combined,
+            }
+        })
+        .collect();
+    let note = if scale > 1 {
+        format!(
+            "1-in-{scale} sampling by sequence number: packets and total_ns are scaled by {scale}; \
+             stage counts and quantiles are over the sampled packets"
+        )
+    } else {
+        "every packet traced".to_string()
+    };
+    let fraction = |part: u64, all: u64| (all > 0).then(|| part as f64 / all as f64);
+    PathReport {
+        sample_every: scale as u32,
+        note,
+        paths,
+        combined,
+        flows,
+        napi: napi.iter().map(napi_stats).collect(),
+        coverage: Coverage {
+            tx_packets: counters.tx_packets,
+            tx_complete: counters.tx_complete,
+            tx_fraction: fraction(counters.tx_complete, counters.tx_packets),
+            rx_packets: counters.rx_packets,
+            rx_complete: counters.rx_complete,
+            rx_fraction: fraction(counters.rx_complete, counters.rx_packets),
+        },
+        evictions: counters.evictions.clone(),
+    }
+}
+
+/// Per-dimension entries (merged over the other dimensions) and per full path.
+fn entries(table: &PathTable, scale: u64) -> (Vec<PathEntry>, Vec<PathEntry>) {
+    let mut by_dimension = Vec::new();
+    let mut combined = Vec::new();
+    for (dir_index, spec) in DIRECTIONS.iter().enumerate() {
+        let in_dir = || {
+            table
+                .iter()
+                .filter(move |(id, _)| id.dir as usize == dir_index)
+        };
+        let dir_packets: u64 = in_dir().map(|(_, acc)| acc.packets).sum();
+        for (k, dim) in spec.dims.iter().enumerate() {
+            for (v, (name, condition)) in dim.values.iter().enumerate() {
+                let merged = in_dir().filter(|(id, _)| id.values[k] as usize == v).fold(
+                    None,
+                    |acc: Option<PathAcc>, (_, p)| {
+                        let mut acc = acc.unwrap_or_else(|| PathAcc::new(spec));
+                        acc.merge(p);
+                        Some(acc)
+                    },
+                );
+                if let Some(acc) = merged {
+                    by_dimension.push(entry(
+                        spec,
+                        dim.name,
+                        name.to_string(),
+                        condition.to_string(),
+                        &acc,
+                        dir_packets,
+                        scale,
+                    ));
+                }
+            }
+        }
+        for (id, acc) in in_dir() {
+            combined.push(entry(
+                spec,
+                "full",
+                id.frames().join(";"),
+                id.conditions().join(" / "),
+                acc,
+                dir_packets,
+                scale,
+            ));
+        }
+    }
+    (by_dimension, combined)
+}
+
+fn entry(
+    spec: &DirSpec,
+    dimension: &'static str,
+    path: String,
+    condition: String,
+    acc: &PathAcc,
+    dir_packets: u64,
+    scale: u64,
+) -> PathEntry {
+    let stages = spec
+        .stages
+        .iter()
+        .zip(&acc.stages)
+        .map(|(&stage, s)| {
+            let count = s.hist.len();
+            StageStats {
+                stage,
+                count,
+                p50_ns: s.quantile(0.5),
+                p90_ns: s.quantile(0.9),
+                p99_ns: s.quantile(0.99),
+                max_ns: s.max_ns,
+                mean_ns: s.sum_ns.checked_div(count).unwrap_or(0),
+                total_ns: s.sum_ns.saturating_mul(scale),
+            }
+        })
+        .collect();
+    PathEntry {
+        direction: spec.name,
+        dimension,
+        path,
+        condition,
+        packets: acc.packets * scale,
+        sampled_packets: acc.packets,
+        share: if dir_packets > 0 {
+            acc.packets as f64 / dir_packets as f64
+        } else {
+            0.0
+        },
+        stages,
+    }
+}
+
+fn napi_stats(n: &NapiAcc) -> NapiStats {
+    NapiStats {
+        ifindex: n.ifindex,
+        polls: n.polls,
+        packets: n.packets,
+        budget: n.budget,
+        polls_at_budget: n.polls_at_budget,
+        at_budget_share: n.polls_at_budget as f64 / n.polls.max(1) as f64,
+        work_mean: n.packets as f64 / n.polls.max(1) as f64,
+        work_p50: n.work_quantile(0.5),
+        work_p90: n.work_quantile(0.9),
+        work_p99: n.work_quantile(0.99),
+        work_max: n.polls_by_work.len().saturating_sub(1) as u64,
+        work_histogram: n
+            .polls_by_work
+            .iter()
+            .enumerate()
+            .filter(|(_, &polls)| polls > 0)
+            .map(|(work, &polls)| [work as u64, polls])
+            .collect(),
+    }
+}
+
+impl PathReport {
+    /// One table per direction: direction, dimension, path, packets, share,
+    /// then p50/p99/max in µs for each stage; then NAPI, coverage, evictions.
+    pub fn render_table(&self) -> String {
+        let mut out = String::new();
+        for spec in DIRECTIONS {
+            let rows: Vec<&PathEntry> = self
+                .paths
+                .iter()
+                .filter(|p| p.direction == spec.name)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let mut table = vec![["direction", "dimension", "path", "packets", "share"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(spec.stages.iter().map(|s| format!("{s} p50/p99/max µs")))
+                .collect::<Vec<_>>()];
+            for p in rows {
+                let mut row = vec![
+                    p.direction.to_string(),
+                    p.dimension.to_string(),
+                    p.path.clone(),
+                    p.packets.to_string(),
+                    format!("{:.1}%", p.share * 100.0),
+                ];
+                row.extend(p.stages.iter().map(|s| match s.count {
+                    0 => "-".to_string(),
+                    _ => format!(
+                        "{}/{}/{}",
+                        micros(s.p50_ns),
+                        micros(s.p99_ns),
+                        micros(s.max_ns)
+                    ),
+                }));
+                table.push(row);
+            }
+            out.push_str(&aligned(&table, 3));
+            out.push('\n');
+        }
+        for n in &self.napi {
+            let _ = writeln!(
+                out,
+                "napi ifindex {}: {} polls, {} packets, work mean {:.1} p50 {} p99 {} max {} (budget {}), {} polls at budget ({:.1}%)",
+                n.ifindex,
+                n.polls,
+                n.packets,
+                n.work_mean,
+                n.work_p50,
+                n.work_p99,
+                n.work_max,
+                n.budget,
+                n.polls_at_budget,
+                n.at_budget_share * 100.0
+            );
+        }
+        let c = &self.coverage;
+        let percent = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{:.1}%", f * 100.0));
+        let _ = writeln!(
+            out,
+            "coverage (sampled packets with every stage measured): tx {} ({}/{}), rx {} ({}/{})",
+            percent(c.tx_fraction),
+            c.tx_complete,
+            c.tx_packets,
+            percent(c.rx_fraction),
+            c.rx_complete,
+            c.rx_packets
+        );
+        let e = &self.evictions;
+        let _ = writeln!(
+            out,
+            "evictions: stale {}, capacity {}, superseded {}, dropped {}, driver_error {}, events over flow cap {}, \
+             in flight at end {}, writes dropped {}",
+            e.stale,
+            e.capacity,
+            e.superseded,
+            e.dropped,
+            e.driver_error,
+            e.events_over_flow_cap,
+            e.in_flight_at_end,
+            e.writes_dropped
+        );
+        let _ = writeln!(out, "counts: {}", self.note);
+        out
+    }
+}
+
+fn micros(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+/// Columns padded to their widest cell; columns from `right_from` on are right-aligned.
+fn aligned(rows: &[Vec<String>], right_from: usize) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, &w))| {
+                if c >= right_from {
+                    format!("{cell:>w$}")
+                } else {
+                    format!("{cell:<w$}")
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,86 @@
+//! Flamegraphs: folded stacks (`frame;frame;…;leaf weight`, one per line,
+//! the format of Brendan Gregg's stackcollapse tools) and SVG through inferno.
+
+use crate::analysis::paths::PathReport;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// Folded stacks of path costs: `direction;path…;stage total_ns`, one per
+/// stage of each full path (an RX path is several frames: gro;socket;order),
+/// weighted by the time all its packets spent in that stage, in ns (scaled
+/// for sampling). `flow` restricts them to the socket with that cookie.
+/// Stages without time are left out; lines are sorted.
+pub fn folded_paths(report: &PathReport, flow: Option<u64>) -> Vec<String> {
+    let entries: Vec<_> = match flow {
+        None => report.combined.iter().collect(),
+        Some(cookie) => report
+            .flows
+            .iter()
+            .filter(|f| f.cookie == cookie)
+            .flat_map(|f| &f.combined)
+            .collect(),
+    };
+    let stacks = entries.into_iter().flat_map(|e| {
+        e.stages.iter().map(move |s| {
+            (
+                format!("{};{};{}", e.direction, e.path, s.stage),
+                s.total_ns,
+            )
+        })
+    });
+    fold(stacks)
+}
+
+/// Folded stacks of CPU samples. Frames go root first, leaf last (reverse a
+/// `bpf_get_stackid` trace, which starts at the leaf). Equal stacks are
+/// added up; `;` and whitespace in frame names become `:` and `_`, as they
+/// would split the line.
+pub fn folded_cpu(samples: impl Iterator<Item = (Vec<String>, u64)>) -> Vec<String> {
+    let clean = |frame: &str| frame.replace(';', ":").replace(char::is_whitespace, "_");
+    fold(
+        samples
+            .filter(|(frames, _)| !frames.is_empty())
+            .map(|(frames, count)| {
+                (
+                    frames
+                        .iter()
+                        .map(|f| clean(f))
+                        .collect::<Vec<_>>()
+                        .join(";"),
+                    count,
+                )
+            }),
+    )
+}
+
+fn fold(stacks: impl Iterator<Item = (String, u64)>) -> Vec<String> {
+    let mut weights: BTreeMap<String, u64> = BTreeMap::new();
+    for (stack, weight) in stacks.filter(|&(_, w)| w > 0) {
+        *weights.entry(stack).or_default() += weight;
+    }
+    weights
+        .into_iter()
+        .map(|(stack, weight)| format!("{stack} {weight}"))
+        .collect()
+}
+
+/// Renders folded stacks as an SVG flamegraph; widths are in samples.
+pub fn render_svg(folded: &[String], title: &str, out: impl Write) -> anyhow::Result<()> {
+    render_svg_counting(folded, title, "samples", out)
+}
+
+/// As [`render_svg`], naming the unit of the weights (e.g. "ns" for
+/// [`folded_paths`]) in the tooltips.
+pub fn render_svg_counting(
+    folded: &[String],
+    title: &str,
+    count_name: &str,
+    out: impl Write,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(!folded.is_empty(), "no stacks to draw for {title:?}");
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_string();
+    options.count_name = count_name.to_string();
+    inferno::flamegraph::from_lines(&mut options, folded.iter().map(String::as_str), out)?;
+    Ok(())
+}
