@@ -88,8 +88,11 @@ pub struct TraceSummary {
     pub ended_unix_ns: u64,
     /// "duration", "command exited", "interrupted", "error: ..."
     pub end_reason: String,
-    /// Symbolized stacks of `cpu_sample` events, by stack id (root first).
+    /// Symbolized stacks of `cpu_sample` events, by stack id (leaf first).
     pub stacks: BTreeMap<i32, Vec<String>>,
+    /// Names of the processes `cpu_sample` events hit, read when first seen.
+    #[serde(default)]
+    pub process_names: BTreeMap<u32, String>,
 }
 
 impl TraceSummary {

@@ -14,15 +14,26 @@ pub(crate) struct TracefsMount {
 /// Makes tracefs available if it is not (needs CAP_SYS_ADMIN; a failure only
 /// means the `tracepoint` backend will not attach).
 pub(crate) fn ensure() -> TracefsMount {
-    let present = ["/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"]
-        .iter()
-        .any(|p| Path::new(p).exists());
+    let present = [
+        "/sys/kernel/tracing/events",
+        "/sys/kernel/debug/tracing/events",
+    ]
+    .iter()
+    .any(|p| Path::new(p).exists());
     if present {
         return TracefsMount { mounted: false };
     }
     let (source, target, fstype) = (c("nodev"), c(MOUNT_POINT), c("tracefs"));
     // SAFETY: valid NUL-terminated strings; no data argument.
-    let rc = unsafe { libc::mount(source.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
     TracefsMount { mounted: rc == 0 }
 }
 

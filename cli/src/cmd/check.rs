@@ -11,11 +11,17 @@ pub fn run(json: bool) -> anyhow::Result<ExitCode> {
         print_text(&report);
     }
     // Usable means the tracer attached at least one probe.
-    let usable = report.plan.as_ref().is_some_and(|p| p.attached().next().is_some());
+    let usable = report
+        .plan
+        .as_ref()
+        .is_some_and(|p| p.attached().next().is_some());
     if !usable {
         eprintln!(
             "tenge-trace: BPF tracing is not usable here: {}",
-            report.plan_error.as_deref().unwrap_or("no probe could be attached")
+            report
+                .plan_error
+                .as_deref()
+                .unwrap_or("no probe could be attached")
         );
         return Ok(ExitCode::from(1));
     }
@@ -37,17 +43,30 @@ fn print_text(report: &CheckReport) {
     );
     println!("\nhook families (each proven by loading and attaching a program):");
     for hook in &report.hooks {
-        let status = if hook.works { "works".to_string() } else { format!("no: {}", hook.error.as_deref().unwrap_or("?")) };
+        let status = if hook.works {
+            "works".to_string()
+        } else {
+            format!("no: {}", hook.error.as_deref().unwrap_or("?"))
+        };
         println!("  {:<11} {status}", hook.family);
     }
     match &report.plan {
         Some(plan) => {
             println!("\nprobe plan for record:");
             for probe in &plan.probes {
-                let backend = probe.backend.map_or("-".to_string(), |b| serde_json::to_value(b).unwrap().as_str().unwrap().to_string());
+                let backend = probe.backend.map_or("-".to_string(), |b| {
+                    serde_json::to_value(b)
+                        .unwrap()
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                });
                 println!("  {:<32} {:<15} {}", probe.hook, probe.kind, backend);
             }
         }
-        None => println!("\nprobe plan: none ({})", report.plan_error.as_deref().unwrap_or("?")),
+        None => println!(
+            "\nprobe plan: none ({})",
+            report.plan_error.as_deref().unwrap_or("?")
+        ),
     }
 }

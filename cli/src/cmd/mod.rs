@@ -2,8 +2,10 @@
 
 mod check;
 mod dump;
+mod flamegraph;
 mod gen_docs;
 mod record;
+mod report;
 mod session;
 
 use crate::cli::{Cli, Command};
@@ -21,6 +23,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check { json } => check::run(json),
         Command::Record(args) => record::run(args),
         Command::Dump(args) => dump::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Flamegraph(args) => flamegraph::run(args),
         Command::GenDocs { out } => gen_docs::run(&out),
         other => anyhow::bail!("{other:?}: not built yet"),
     }

@@ -40,10 +40,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             }))
         }
     };
-    let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let deadline = args
+        .duration
+        .map(|s| Instant::now() + Duration::from_secs_f64(s));
 
     let mut flows = FlowTable::new();
     let mut stack_ids = BTreeSet::new();
+    let mut process_names = std::collections::BTreeMap::new();
     let mut write_error = None;
     let mut progress = session::Progress::new(args.quiet);
     let flow_count = std::cell::Cell::new(0);
@@ -60,6 +63,10 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
                 flow_count.set(flows.len());
                 if let Body::CpuSample(s) = ev.body {
                     stack_ids.extend([s.kstack_id, s.ustack_id].into_iter().filter(|&id| id >= 0));
+                    // Read while the process lives; it may be gone by the end.
+                    process_names
+                        .entry(s.tgid)
+                        .or_insert_with(|| process_name(s.tgid));
                 }
             }
             if let Err(err) = writer.write_record(record) {
@@ -89,6 +96,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         ended_unix_ns: clock_ns(libc::CLOCK_REALTIME),
         end_reason: end_reason.into(),
         stacks: tracer.resolve_stacks(&ids).into_iter().collect(),
+        process_names,
     };
     drop(tracer);
     writer.finish(&summary)?;
@@ -105,9 +113,19 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     match child_status {
         Some(Ok(status)) if !status.success() => {
             eprintln!("tenge-trace: the command exited with {status}");
-            Ok(ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8))
+            Ok(ExitCode::from(
+                status.code().unwrap_or(1).clamp(1, 255) as u8
+            ))
         }
         Some(Err(err)) => Err(err).context("waiting for the command"),
         _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn process_name(tgid: u32) -> String {
+    match tgid {
+        0 => "swapper".into(),
+        _ => std::fs::read_to_string(format!("/proc/{tgid}/comm"))
+            .map_or_else(|_| format!("pid {tgid}"), |c| c.trim().to_string()),
     }
 }

@@ -19,9 +19,16 @@ pub struct StopFlags {
 
 impl StopFlags {
     pub fn install() -> anyhow::Result<StopFlags> {
-        let flags = StopFlags { stop: Arc::default(), signalled: Arc::default() };
+        let flags = StopFlags {
+            stop: Arc::default(),
+            signalled: Arc::default(),
+        };
         for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flags.signalled))?;
+            signal_hook::flag::register_conditional_shutdown(
+                signal,
+                130,
+                Arc::clone(&flags.signalled),
+            )?;
             signal_hook::flag::register(signal, Arc::clone(&flags.signalled))?;
             signal_hook::flag::register(signal, Arc::clone(&flags.stop))?;
         }
@@ -37,21 +44,43 @@ pub fn filters(args: &FilterArgs) -> anyhow::Result<Filters> {
     anyhow::ensure!(args.sample >= 1, "--sample must be at least 1");
     let netns = match &args.netns {
         None => None,
-        Some(name) => Some(tenge_trace::probe::netns_inode(name).with_context(|| format!("--netns {name}"))?),
+        Some(name) => {
+            Some(tenge_trace::probe::netns_inode(name).with_context(|| format!("--netns {name}"))?)
+        }
     };
-    Ok(Filters { port: args.port, addr: args.addr, netns, sample_every: args.sample })
+    Ok(Filters {
+        port: args.port,
+        addr: args.addr,
+        netns,
+        sample_every: args.sample,
+    })
 }
 
 pub fn start(args: &FilterArgs, cpu_profile_hz: Option<u64>) -> anyhow::Result<Tracer> {
-    anyhow::ensure!(args.ring_mib.is_power_of_two(), "--ring-mib must be a power of two");
-    let options =
-        TracerOptions { filters: filters(args)?, ring_bytes: args.ring_mib << 20, cpu_profile_hz, ..Default::default() };
+    anyhow::ensure!(
+        args.ring_mib.is_power_of_two(),
+        "--ring-mib must be a power of two"
+    );
+    let options = TracerOptions {
+        filters: filters(args)?,
+        ring_bytes: args.ring_mib << 20,
+        cpu_profile_hz,
+        ..Default::default()
+    };
     let tracer = Tracer::start(&options)?;
     let attached = tracer.plan().attached().count();
-    let missing: Vec<&str> =
-        tracer.plan().probes.iter().filter(|p| p.backend.is_none()).map(|p| p.hook.as_str()).collect();
+    let missing: Vec<&str> = tracer
+        .plan()
+        .probes
+        .iter()
+        .filter(|p| p.backend.is_none())
+        .map(|p| p.hook.as_str())
+        .collect();
     if !missing.is_empty() {
-        eprintln!("tenge-trace: {attached} probes attached; not available on this kernel: {}", missing.join(", "));
+        eprintln!(
+            "tenge-trace: {attached} probes attached; not available on this kernel: {}",
+            missing.join(", ")
+        );
     }
     Ok(tracer)
 }
@@ -64,7 +93,10 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(quiet: bool) -> Progress {
-        Progress { enabled: !quiet && std::io::stderr().is_terminal(), last_events: 0 }
+        Progress {
+            enabled: !quiet && std::io::stderr().is_terminal(),
+            last_events: 0,
+        }
     }
 
     pub fn tick(&mut self, stats: &CollectStats, flows: usize) {
@@ -100,7 +132,12 @@ pub fn report_lost(stats: &CollectStats) -> u64 {
             .iter()
             .enumerate()
             .filter(|(_, &n)| n > 0)
-            .map(|(kind, n)| format!("{} {n}", tenge_trace::event::kind_name(kind as u8).unwrap_or("?")))
+            .map(|(kind, n)| {
+                format!(
+                    "{} {n}",
+                    tenge_trace::event::kind_name(kind as u8).unwrap_or("?")
+                )
+            })
             .collect();
         eprintln!(
             "tenge-trace: WARNING: {lost} events lost (ring buffer full): {}. Use --sample N, a narrower filter or a larger --ring-mib.",

@@ -16,6 +16,7 @@ pub struct PathReport {
     pub paths: Vec<PathEntry>,
     /// Per full path (one value of every dimension): each packet counted once.
     pub combined: Vec<PathEntry>,
+    #[serde(rename = "path_flows")]
     pub flows: Vec<FlowPaths>,
     pub napi: Vec<NapiStats>,
     pub coverage: Coverage,

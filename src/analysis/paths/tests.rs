@@ -785,7 +785,13 @@ fn report_serializes_with_the_agreed_fields() {
     for field in ["stage", "p50_ns", "p90_ns", "p99_ns", "max_ns", "count"] {
         assert!(entry["stages"][0].get(field).is_some(), "{field}");
     }
-    for field in ["flows", "napi", "sample_every", "coverage", "evictions"] {
+    for field in [
+        "path_flows",
+        "napi",
+        "sample_every",
+        "coverage",
+        "evictions",
+    ] {
         assert!(json.get(field).is_some(), "{field}");
     }
 }

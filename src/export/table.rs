@@ -1,0 +1,210 @@
+//! The report for people: aligned tables, numbers with units.
+
+use crate::analysis::window::Advice;
+use crate::analysis::Report;
+use std::fmt::Write;
+
+/// Bytes with a binary unit.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Bits per second with a decimal unit.
+pub fn bps(n: f64) -> String {
+    match n {
+        n if n >= 1e9 => format!("{:.2} Gb/s", n / 1e9),
+        n if n >= 1e6 => format!("{:.1} Mb/s", n / 1e6),
+        n if n >= 1e3 => format!("{:.1} kb/s", n / 1e3),
+        n => format!("{n:.0} b/s"),
+    }
+}
+
+/// The longest stalls a flow lists (JSON has them all).
+const STALLS_SHOWN: usize = 5;
+
+fn pct(f: f64) -> String {
+    format!("{:.0}%", f * 100.0)
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+/// The whole report: header, window findings per flow, alerts and advice, path costs.
+pub fn render_report(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} events over {:.3} s, kernel {}, sampling 1/{}, {} lost",
+        report.events,
+        report.duration_ns as f64 / 1e9,
+        report.kernel_release,
+        report.path_costs.sample_every.max(1),
+        report.events_lost
+    );
+    if report.events_lost > 0 {
+        let kinds: Vec<String> = report
+            .lost_by_kind
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "WARNING: {} events were lost ({}): figures below miss them",
+            report.events_lost,
+            kinds.join(", ")
+        );
+    }
+    if report.model_mismatches > 0 {
+        let _ = writeln!(
+            out,
+            "note: {} advertised windows differ from the kernel's formulas replayed on the recorded state",
+            report.model_mismatches
+        );
+    }
+
+    let _ = writeln!(
+        out,
+        "\nWINDOWS AND LIMITS (per socket; limits are shares of busy time)"
+    );
+    let _ = writeln!(
+        out,
+        "{:>8}  {:<45} {:>10} {:>10}  {:>17}  {:>6} {:>7} {:>10} {:>6}  {:>5} {:>5} {:>6} {:>5}",
+        "cookie",
+        "local -> remote",
+        "sent",
+        "received",
+        "MSS snd/rcv/adv",
+        "adv",
+        "rounded",
+        "lost",
+        "stalls",
+        "rwnd",
+        "cwnd",
+        "sndbuf",
+        "app"
+    );
+    for flow in &report.flows {
+        let socket = report
+            .sockets
+            .iter()
+            .find(|s| s.sock_cookie == flow.sock_cookie);
+        let (sent, received) = socket.map_or((0, 0), |s| (s.bytes_sent, s.bytes_received));
+        let w = &flow.window;
+        let mss = format!(
+            "{}/{}/{}",
+            opt(flow.mss.sender),
+            opt(flow.mss.receiver_estimate),
+            opt(flow.mss.advertised)
+        );
+        let _ = writeln!(
+            out,
+            "{:>8}  {:<45} {:>10} {:>10}  {:>17}  {:>6} {:>7} {:>10} {:>6}  {:>5} {:>5} {:>6} {:>5}",
+            flow.sock_cookie,
+            format!("{} -> {}", flow.src, flow.dst),
+            bytes(sent),
+            bytes(received),
+            mss,
+            w.receive.advertised_count,
+            w.receive.mss_rounded_count,
+            bytes(w.receive.mss_rounding_bytes_lost),
+            w.sws_stalls.len(),
+            pct(flow.limits.rwnd),
+            pct(flow.limits.cwnd),
+            pct(flow.limits.sndbuf),
+            pct(flow.limits.app),
+        );
+    }
+
+    let findings: Vec<_> = report
+        .flows
+        .iter()
+        .filter(|f| !f.alerts.is_empty() || !f.window.sws_stalls.is_empty())
+        .collect();
+    if !findings.is_empty() {
+        let _ = writeln!(out, "\nFINDINGS");
+    }
+    for flow in findings {
+        let _ = writeln!(
+            out,
+            "{} -> {} (cookie {})",
+            flow.src, flow.dst, flow.sock_cookie
+        );
+        if let Some(chain) = &flow.window.chain {
+            let _ = writeln!(
+                out,
+                "  window chain: {}",
+                serde_json::to_string(chain).unwrap_or_default()
+            );
+        }
+        if let (Some(ideal), Some(allowed)) =
+            (flow.window.ideal_window, flow.window.mss_allowed_window)
+        {
+            let _ = writeln!(
+                out,
+                "  ideal window {ideal} B, MSS-allowed {allowed} B ({} less)",
+                pct(1.0 - allowed as f64 / ideal.max(1) as f64)
+            );
+        }
+        let stalls = &flow.window.sws_stalls;
+        if !stalls.is_empty() {
+            let total_ns: u64 = stalls.iter().map(|s| s.duration_ns).sum();
+            let probes: u64 = stalls.iter().map(|s| s.zero_window_probes as u64).sum();
+            let _ = writeln!(
+                out,
+                "  {} SWS stalls, {:.1} ms in all, {} zero-window probes; longest:",
+                stalls.len(),
+                total_ns as f64 / 1e6,
+                probes
+            );
+            let mut longest: Vec<_> = stalls.iter().collect();
+            longest.sort_by_key(|s| std::cmp::Reverse(s.duration_ns));
+            for stall in longest.into_iter().take(STALLS_SHOWN) {
+                let _ = writeln!(
+                    out,
+                    "    {:.6}–{:.6} s ({:.1} ms): {} probes, {} sub-MSS segments, {} delivered",
+                    stall.start_ns as f64 / 1e9,
+                    stall.end_ns as f64 / 1e9,
+                    stall.duration_ns as f64 / 1e6,
+                    stall.zero_window_probes,
+                    stall.sub_mss_segments,
+                    bytes(stall.bytes_delivered)
+                );
+            }
+        }
+        for alert in &flow.alerts {
+            let _ = writeln!(
+                out,
+                "  ALERT {}: {}",
+                serde_json::to_value(alert.kind)
+                    .unwrap()
+                    .as_str()
+                    .unwrap_or("?"),
+                alert.message
+            );
+        }
+        for advice in &flow.advice {
+            let message = match advice {
+                Advice::ReceiveBuffer { message, .. }
+                | Advice::ThroughputCeiling { message, .. }
+                | Advice::Mtu { message, .. } => message,
+            };
+            let _ = writeln!(out, "  advice: {message}");
+        }
+    }
+
+    let _ = writeln!(out, "\nPATH COSTS");
+    out.push_str(&report.path_costs.render_table());
+    out
+}
