@@ -209,6 +209,16 @@ impl Event {
     }
 }
 
+/// Whether 1-in-`every` sampling keeps the packet whose first byte is `seq`
+/// and whose ACK field is `ack`. The same function as `sampled()` in
+/// `bpf/tenge_common.bpf.h`, so analyses can tell which packets the kernel kept
+/// (tests/probes.rs checks the kernel's choices against it). Keyed by (seq,
+/// ack) so that every hop of one skb makes the same choice: pure ACKs share a
+/// seq, data segments share an ack.
+pub fn sampled(seq: u32, ack: u32, every: u32) -> bool {
+    every <= 1 || (((seq ^ ack.wrapping_mul(0x85eb_ca6b)).wrapping_mul(0x9e37_79b1)) >> 8).is_multiple_of(every)
+}
+
 /// Turns an ABI address (IPv6, or IPv4-mapped IPv6) into an `IpAddr`.
 pub fn ip_of(family: u8, addr: &[u8; 16]) -> Option<IpAddr> {
     match family as i32 {

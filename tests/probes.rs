@@ -205,10 +205,6 @@ fn count_by_kind(events: &[Event]) -> HashMap<&'static str, usize> {
     counts
 }
 
-/// The BPF side's sampling hash, recomputed.
-fn sample_hash(seq: u32, ack: u32) -> u32 {
-    ((seq ^ ack.wrapping_mul(0x85eb_ca6b)).wrapping_mul(0x9e37_79b1)) >> 8
-}
 
 #[test]
 fn traces_a_loopback_transfer() {
@@ -377,11 +373,13 @@ fn sampling_keeps_whole_packets() {
     let sampled = trace_transfer(small_rcvbuf_listener(), 8, &Backend::LADDER).events;
     let (all_counts, sampled_counts) = (count_by_kind(&all), count_by_kind(&sampled));
     eprintln!("all {all_counts:?}\nsampled {sampled_counts:?}");
+    // napi_poll is not port-filtered: other tests' traffic would add noise to it.
+    let per_packet = |evs: &[Event]| evs.iter().filter(|e| !matches!(e.body, Body::NapiPoll(_))).count();
     assert!(
-        sampled.len() < all.len() / 2,
+        per_packet(&sampled) < per_packet(&all) / 2,
         "{} sampled vs {} all",
-        sampled.len(),
-        all.len()
+        per_packet(&sampled),
+        per_packet(&all)
     );
     // Every packet hop kept is one whose (seq, ack) hashes to the sample.
     for ev in &sampled {
@@ -394,9 +392,8 @@ fn sampling_keeps_whole_packets() {
             _ => None,
         };
         if let Some((seq, ack)) = key {
-            assert_eq!(
-                sample_hash(seq, ack) % 8,
-                0,
+            assert!(
+                tenge_trace::event::sampled(seq, ack, 8),
                 "{} seq {seq} ack {ack}",
                 ev.kind_name()
             );
@@ -422,14 +419,16 @@ fn check_reports_this_machine() {
             .unwrap()
             .works
     };
-    for family in ["tp_btf", "raw_tp", "tc", "perf_event"] {
+    // Classic tracepoints work too: the tracer mounts tracefs while attaching when it is missing.
+    for family in ["tp_btf", "raw_tp", "tracepoint", "tc", "perf_event"] {
         assert!(works(family), "{family} should work here");
     }
-    // aya finds tracepoint ids in tracefs, which this VM does not mount by default.
-    let tracefs = std::path::Path::new("/sys/kernel/tracing/events").exists();
-    assert_eq!(works("tracepoint"), tracefs);
-    // This VM has no kprobes and refuses fentry (see the preamble).
-    assert!(!works("kprobe") && !works("fentry"));
+    // kprobes exist exactly when the kernel registers their PMU.
+    let kprobes = std::path::Path::new("/sys/bus/event_source/devices/kprobe/type").exists();
+    assert_eq!(works("kprobe"), kprobes);
+    // fentry is refused (EPERM) on this VM; elsewhere it may work, but it must say why not.
+    let fentry = report.hooks.iter().find(|h| h.family == "fentry").unwrap();
+    assert!(fentry.works || fentry.error.is_some());
     let plan = report.plan.expect("a plan");
     let tcp_rcv = plan.probes.iter().find(|p| p.kind == "tcp_rcv").unwrap();
     assert_eq!(tcp_rcv.backend, Some(Backend::TpBtf));

@@ -16,7 +16,7 @@
 //! Identity: flows by [`FlowKey`] (device events have no cookie), bytes by
 //! 32-bit sequence ranges; skb addresses only break ties within one hop.
 //! With 1-in-N sampling a packet is kept when its first byte's sequence
-//! number passes [`is_sampled`], at every hop, so the kept packets are an
+//! number passes [`crate::event::sampled`], at every hop, so the kept packets are an
 //! unbiased sample of the latencies; counts are scaled by N in the report.
 
 mod report;
@@ -42,11 +42,6 @@ pub fn seq_after(a: u32, b: u32) -> bool {
     seq_before(b, a)
 }
 
-/// Whether the packet starting at `seq` is in a 1-in-`every` sample. A
-/// multiplicative hash, so that MSS-spaced sequence numbers spread evenly.
-pub fn is_sampled(seq: u32, every: u32) -> bool {
-    every <= 1 || (seq.wrapping_mul(0x9E37_79B1) >> 16).is_multiple_of(every)
-}
 
 #[derive(Clone, Debug)]
 pub struct PathConfig {

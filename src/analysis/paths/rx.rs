@@ -11,7 +11,8 @@
 //! kept sorted by sequence, since the application consumes bytes in order.
 
 use super::stats::{rx_value, PathId};
-use super::{is_sampled, seq_after, seq_before, Ctx};
+use super::{seq_after, seq_before, Ctx};
+use crate::event::sampled;
 use crate::event::{tt_app_read, tt_copy_datagram, tt_data_ready, tt_pkt, tt_tcp_rcv};
 use std::collections::VecDeque;
 
@@ -135,7 +136,7 @@ fn insert_sorted(queue: &mut VecDeque<Unit>, unit: Unit) {
 
 impl RxFlow {
     pub fn on_entry(&mut self, ts_ns: u64, pkt: &tt_pkt, ctx: &mut Ctx) {
-        if pkt.len == 0 || !is_sampled(pkt.seq, ctx.cfg.sample_every) {
+        if pkt.len == 0 || !sampled(pkt.seq, pkt.ack, ctx.cfg.sample_every) {
             return;
         }
         // The same bytes again before the first copy got through: the old one is lost.
@@ -171,7 +172,7 @@ impl RxFlow {
             hit
         };
         let found = advance(&mut self.entered, hit, |u| in_stack.push_back(u));
-        if !found && is_sampled(start, ctx.cfg.sample_every) {
+        if !found && sampled(start, pkt.ack, ctx.cfg.sample_every) {
             push_capped(
                 &mut self.in_stack,
                 Unit::new(start, pkt.len, pkt.gso_segs, NETIF, ts_ns),
@@ -220,7 +221,7 @@ impl RxFlow {
             },
             |u| take(u, ctx),
         );
-        if !found && is_sampled(start, ctx.cfg.sample_every) {
+        if !found && sampled(start, body.ack, ctx.cfg.sample_every) {
             let segs = body.len.div_ceil(body.rcv_mss.max(1)).min(u16::MAX as u32) as u16;
             let mut unit = Unit::new(start, body.len, segs, TCP, ts_ns);
             unit.reach_tcp(ts_ns, socket, order);

@@ -601,7 +601,7 @@ fn sampling_scales_counts_and_keeps_whole_packets() {
         &events,
     );
     let sampled: Vec<u64> = (0..64u64)
-        .filter(|&i| is_sampled(seqs[i as usize], every))
+        .filter(|&i| crate::event::sampled(seqs[i as usize], 0, every))
         .collect();
     assert!(
         (8..=24).contains(&sampled.len()),

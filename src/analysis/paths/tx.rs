@@ -13,7 +13,8 @@
 //! skb's and apply to all of them.
 
 use super::stats::{hold, PathId, TX_STAGE_DRIVER, TX_STAGE_QDISC, TX_STAGE_TCP};
-use super::{is_sampled, seq_after, seq_before, Ctx};
+use super::{seq_after, seq_before, Ctx};
+use crate::event::sampled;
 use crate::event::{tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
 use std::collections::VecDeque;
 
@@ -107,7 +108,8 @@ impl TxFlow {
             snd_wnd: body.snd_wnd,
             mss_cache: body.mss_cache,
         });
-        if body.len == 0 {
+        // The kernel samples whole skbs by their first byte: keep or skip all its segments.
+        if body.len == 0 || !sampled(body.seq, body.ack, ctx.cfg.sample_every) {
             return;
         }
         // tcp_transmit_skb() runs before snd_nxt advances past new data.
@@ -134,9 +136,6 @@ impl TxFlow {
             let seq = body.seq.wrapping_add(offset);
             let len = seg_len.min(body.len - offset);
             offset += len;
-            if !is_sampled(seq, ctx.cfg.sample_every) {
-                continue;
-            }
             let (class, waited) = self.classify(seq, len, ts_ns, retransmit, ctx.cfg.held_after_ns);
             let path = PathId::tx(class);
             ctx.rec.packets(path, 1);
