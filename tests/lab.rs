@@ -248,17 +248,13 @@ fn sws_stall_closes_the_window_and_draws_probes() {
     let periods = capture::zero_window_periods(&segments, receiver);
     assert!(!periods.is_empty(), "no zero window");
     let stalled: f64 = periods.iter().map(|(a, b)| b - a).sum();
-    // Zero-window probes: empty ACKs from the sender one below the acked byte.
-    let mut last_ack = None;
-    let mut probes = 0;
-    for s in &segments {
-        if s.src == receiver && s.has(WireSegment::ACK) {
-            last_ack = Some(s.ack);
-        } else if s.src == sender && s.len == 0 && Some(s.seq.wrapping_add(1)) == last_ack {
-            probes += 1;
-        }
-    }
+    let probe_times = capture::zero_window_probes(&segments, sender);
+    let probes = probe_times.len();
     assert!(probes >= 1, "no zero-window probe");
+    // Persist timer: max(rto, 200 ms) << backoff, so gaps of >= 200 ms.
+    let gaps: Vec<f64> = probe_times.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.iter().all(|&g| g > 0.19), "probe gaps {gaps:?}");
+    println!("sws-stall probe gaps {gaps:.3?}");
     // Reopenings are one MSS (scaling off, read frees less than 2 x 8948).
     let windows: BTreeSet<_> = receiver_windows(&segments, receiver).into_iter().collect();
     assert!(windows.contains(&8948), "{windows:?}");
@@ -404,11 +400,132 @@ fn namespaces_are_gone_after_drop_panic_and_failed_setup() {
     assert!(format!("{err:#}").contains("no-such-qdisc"), "{err:#}");
     assert_eq!(our_namespaces(), before);
 
+    // Left by a process killed with SIGKILL: a pid above pid_max is not alive.
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stale = format!("tt-{}-0-a", pid_max + 1);
+    let status = std::process::Command::new("ip")
+        .args(["netns", "add", &stale])
+        .status()
+        .unwrap();
+    assert!(status.success());
     let lab = Lab::new(&cfg).unwrap();
+    let listed = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&listed.stdout).contains(&stale),
+        "stale {stale} kept"
+    );
+
     lab::cleanup_all_created();
     assert_eq!(our_namespaces(), before);
     assert!(lab::netns::created().is_empty());
     drop(lab); // nothing left to remove, and no complaint
+}
+
+#[test]
+fn netns_identity_matches_the_kernel() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::new(&LabConfig::default()).unwrap();
+    for ns in [lab.sender_netns(), lab.receiver_netns()] {
+        let link = ns
+            .run(|| Ok(std::fs::read_link("/proc/thread-self/ns/net")?))
+            .unwrap();
+        assert_eq!(
+            link.to_string_lossy(),
+            format!("net:[{}]", ns.inum().unwrap())
+        );
+        // The per-namespace sysctl write landed in this namespace only.
+        assert_eq!(ns.sysctl("net.ipv4.tcp_shrink_window").unwrap(), "0");
+    }
+    assert_ne!(
+        lab.sender_netns().inum().unwrap(),
+        lab.receiver_netns().inum().unwrap()
+    );
+    let cfg = LabConfig {
+        window_scaling: false,
+        ..LabConfig::default()
+    };
+    lab.apply_sysctls(&cfg).unwrap();
+    assert_eq!(
+        lab.receiver_netns()
+            .sysctl("net.ipv4.tcp_window_scaling")
+            .unwrap(),
+        "0"
+    );
+    assert_eq!(
+        lab.sender_netns()
+            .sysctl("net.ipv4.tcp_window_scaling")
+            .unwrap(),
+        "1"
+    );
+    let host = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_window_scaling").unwrap();
+    assert_eq!(host.trim(), "1", "the host namespace is untouched");
+}
+
+#[test]
+fn link_options_reach_the_sender_veth() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let cfg = LabConfig {
+        mtu: 65535,
+        gso_max_segs: Some(1),
+        qdisc: Some("pfifo limit 500".into()),
+        bytes: 4 << 20,
+        ..LabConfig::default()
+    };
+    let lab = Lab::new(&cfg).unwrap();
+    let sender = lab.sender_netns().name();
+    let show = |args: &[&str]| {
+        let out = std::process::Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let link = show(&["ip", "-n", sender, "-d", "link", "show", lab.sender_iface()]);
+    assert!(
+        link.contains("mtu 65535") && link.contains("gso_max_segs 1 "),
+        "{link}"
+    );
+    let qdisc = show(&[
+        "tc",
+        "-n",
+        sender,
+        "qdisc",
+        "show",
+        "dev",
+        lab.sender_iface(),
+    ]);
+    assert!(
+        qdisc.contains("qdisc pfifo") && qdisc.contains("limit 500p"),
+        "{qdisc}"
+    );
+
+    // One segment per skb: the wire never carries more than one MSS.
+    let path = pcap_path("gso1");
+    let capture = Capture::start(sender, lab.sender_iface(), "tcp", &path).unwrap();
+    let report = lab
+        .run_transfer(&cfg, |_| {
+            capture.stop().unwrap();
+        })
+        .unwrap();
+    let segments = capture::read_segments(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(report.sender.snd_mss, 65535 - 52);
+    let longest = segments.iter().map(|s| s.len).max().unwrap();
+    assert!(longest <= report.sender.snd_mss, "{longest}");
+    assert!(segments.iter().filter(|s| s.len > 0).count() as u64 >= (4 << 20) / 65483);
 }
 
 #[test]

@@ -15,6 +15,9 @@ use std::time::Duration;
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Enough for Ethernet + IPv6 + a TCP header with options.
 const SNAPLEN: &str = "128";
+const SETTLE: Duration = Duration::from_millis(50);
+/// Kernel ring size: a second of 64 KiB GSO frames at 20 Gbit/s, headers only.
+const BUFFER_KIB: &str = "16384";
 
 /// A running `tcpdump -w`. Stop it with [`Capture::stop`]; dropping it stops it too.
 #[derive(Debug)]
@@ -33,18 +36,17 @@ pub struct CaptureStats {
 }
 
 impl Capture {
-    /// Starts `tcpdump -i IFACE -w PATH -U -s 128 FILTER` in `netns` and
+    /// Starts `tcpdump -i IFACE -w PATH -U --immediate-mode -s 128 FILTER` in `netns` and
     /// returns once it is capturing (it printed "listening on").
     pub fn start(netns: &str, iface: &str, bpf_filter: &str, path: &Path) -> Result<Capture> {
         let mut command = exec_command(netns, "tcpdump");
         command
-            .args(["-i", iface, "-U", "-n", "-s", SNAPLEN, "-Z", "root", "-w"])
+            .args(["-i", iface, "-n", "-s", SNAPLEN, "-B", BUFFER_KIB])
+            // Without immediate mode libpcap hands over packets per filled (or
+            // 1 s old) ring block, and SIGINT loses a partly filled block.
+            .args(["--immediate-mode", "-U", "-Z", "root", "-w"])
             .arg(path)
             .args(bpf_filter.split_whitespace());
-        Capture::spawn(command, path)
-    }
-
-    fn spawn(mut command: Command, path: &Path) -> Result<Capture> {
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -101,6 +103,9 @@ impl Capture {
         let Some(reader) = self.stderr.take() else {
             return Ok(CaptureStats::default());
         };
+        // SIGINT makes libpcap drop frames still in the ring; give tcpdump a
+        // moment to take the last packets of a transfer that just ended.
+        std::thread::sleep(SETTLE);
         // `ip netns exec` execs tcpdump, so the child pid is tcpdump itself.
         // SAFETY: plain kill(2) on our own child, not yet reaped.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
@@ -241,6 +246,23 @@ fn parse_fields(line: &str) -> Result<WireSegment> {
     })
 }
 
+/// Times at which `sender` sent a zero-window probe as `tcp_xmit_probe_skb()`
+/// makes it: no payload, `seq` one below the last byte its peer acknowledged.
+/// (A probe into a window smaller than the next segment is a sub-MSS data
+/// segment instead, which this does not count.)
+pub fn zero_window_probes(segments: &[WireSegment], sender: SocketAddr) -> Vec<f64> {
+    let mut acked = None;
+    let mut probes = Vec::new();
+    for s in segments {
+        if s.dst == sender && s.has(WireSegment::ACK) {
+            acked = Some(s.ack);
+        } else if s.src == sender && s.len == 0 && Some(s.seq.wrapping_add(1)) == acked {
+            probes.push(s.ts);
+        }
+    }
+    probes
+}
+
 /// Periods `(start, end)` in which `from` (the receiving end) advertised a
 /// zero window: from its first zero-window segment until its next segment with
 /// an open window. A period still open at the end of the capture ends at the
@@ -327,6 +349,29 @@ mod tests {
         let periods = zero_window_periods(&segments, R.parse().unwrap());
         assert_eq!(periods, vec![(2.0, 3.0), (4.0, 5.0)]);
         assert!(zero_window_periods(&segments, "10.0.0.3:1".parse().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn probes_are_empty_segments_one_below_the_acked_byte() {
+        let (s, r) = ("10.0.0.1:40000", "10.0.0.2:5201");
+        let with = |mut w: WireSegment, dst: &str, seq: u32, ack: u32, len: u32| {
+            w.dst = dst.parse().unwrap();
+            (w.seq, w.ack, w.len) = (seq, ack, len);
+            w
+        };
+        let ack = WireSegment::ACK;
+        let segments = [
+            with(seg(1.0, r, 0, ack), s, 7, 1001, 0), // window closes at 1001
+            with(seg(1.2, s, 0, ack), r, 1000, 7, 0), // probe
+            with(seg(1.2, r, 0, ack), s, 7, 1001, 0), // its answer
+            with(seg(1.6, s, 0, ack), r, 1000, 7, 0), // probe
+            with(seg(1.7, s, 0, ack), r, 1001, 7, 0), // plain ACK, not a probe
+            with(seg(1.8, s, 0, ack), r, 1001, 7, 500), // data
+        ];
+        assert_eq!(
+            zero_window_probes(&segments, s.parse().unwrap()),
+            vec![1.2, 1.6]
+        );
     }
 
     #[test]

@@ -55,6 +55,16 @@ impl Netns {
         Path::new(NETNS_DIR).join(&self.name)
     }
 
+    /// The namespace's inode number (`/proc/PID/ns/net` -> `net:[INUM]`;
+    /// `net->ns.inum` in the kernel).
+    pub fn inum(&self) -> Result<u64> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.path();
+        Ok(std::fs::metadata(&path)
+            .with_context(|| format!("stat {}", path.display()))?
+            .ino())
+    }
+
     /// `ip netns exec NAME program`: a command that runs inside the namespace.
     pub fn command(&self, program: &str) -> Command {
         exec_command(&self.name, program)
@@ -136,6 +146,8 @@ pub fn exec_command(netns: &str, program: &str) -> Command {
 /// or processes still inside a namespace keep it alive until they exit; the
 /// name is gone at once. Later drops of the [`Netns`] values do nothing.
 pub fn cleanup_all_created() {
+    // A creation in flight finishes (and registers) before this runs.
+    let _serial = CREATE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let names = std::mem::take(&mut *CREATED.lock().unwrap_or_else(|e| e.into_inner()));
     for name in names {
         if let Err(e) = delete(&name) {

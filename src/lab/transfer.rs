@@ -25,6 +25,10 @@ pub struct TransferEnds {
     pub receiver: SocketAddr,
     pub sender_netns: String,
     pub receiver_netns: String,
+    /// Namespace inode numbers (`net->ns.inum` in BPF), to keep a tracer
+    /// to the lab's traffic.
+    pub sender_netns_inum: u64,
+    pub receiver_netns_inum: u64,
     pub sender_iface: String,
     pub receiver_iface: String,
 }
@@ -125,22 +129,23 @@ impl StopFlags<'_> {
     }
 }
 
-/// Marks the transfer failed unless disarmed, so a thread that errors or
-/// panics releases its peer from a blocking loop.
-struct FailOnDrop<'a>(&'a AtomicBool, bool);
-
-impl FailOnDrop<'_> {
-    fn disarm(mut self) {
-        self.1 = false;
-    }
-}
-
-impl Drop for FailOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.1 {
-            self.0.store(true, Ordering::Relaxed);
+/// Runs one end of the transfer. If it fails or panics, `failed` tells the
+/// other end to give up instead of waiting for it forever.
+fn run_end<T>(failed: &AtomicBool, end: impl FnOnce() -> Result<T>) -> Result<T> {
+    struct FailOnUnwind<'a>(&'a AtomicBool);
+    impl Drop for FailOnUnwind<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0.store(true, Ordering::Relaxed);
+            }
         }
     }
+    let _unwind = FailOnUnwind(failed);
+    let result = end();
+    if result.is_err() {
+        failed.store(true, Ordering::Relaxed);
+    }
+    result
 }
 
 struct Received {
@@ -189,20 +194,15 @@ impl Lab {
         let (received, sent) = std::thread::scope(|s| {
             let (addr_tx, addr_rx) = std::sync::mpsc::channel();
             let receiver = self.receiver_netns().spawn_scoped(s, move || {
-                let guard = FailOnDrop(&flags.failed, true);
-                let listener = listen(listen_addr, cfg.rcvbuf)?;
-                let _ = addr_tx.send(listener.local_addr()?);
-                let received = receive(&listener, cfg, flags)?;
-                guard.disarm();
-                Ok(received)
+                run_end(&flags.failed, || {
+                    let listener = listen(listen_addr, cfg.rcvbuf)?;
+                    let _ = addr_tx.send(listener.local_addr()?);
+                    receive(&listener, cfg, flags)
+                })
             });
             let sender = addr_rx.recv().ok().map(|addr| {
-                self.sender_netns().spawn_scoped(s, move || {
-                    let guard = FailOnDrop(&flags.failed, true);
-                    let sent = send(addr, cfg, flags)?;
-                    guard.disarm();
-                    Ok(sent)
-                })
+                self.sender_netns()
+                    .spawn_scoped(s, move || run_end(&flags.failed, || send(addr, cfg, flags)))
             });
             let received = join(receiver);
             let sent = sender.map_or_else(|| Err(anyhow!(ABORTED)), join);
@@ -218,6 +218,8 @@ impl Lab {
             receiver: received.stream.local_addr()?,
             sender_netns: self.sender_netns().name().to_string(),
             receiver_netns: self.receiver_netns().name().to_string(),
+            sender_netns_inum: self.sender_netns().inum()?,
+            receiver_netns_inum: self.receiver_netns().inum()?,
             sender_iface: self.sender_iface().to_string(),
             receiver_iface: self.receiver_iface().to_string(),
         };
