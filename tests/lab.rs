@@ -588,6 +588,25 @@ fn stop_flag_ends_a_stalled_transfer_early() {
 }
 
 #[test]
+fn a_failing_end_reports_its_own_error() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let cfg = LabConfig {
+        congestion: Some("no-such-cc".into()),
+        ..LabConfig::default()
+    };
+    let lab = Lab::new(&cfg).unwrap();
+    let started = Instant::now();
+    let mut held = false;
+    let err = lab.run_transfer(&cfg, |_| held = true).unwrap_err();
+    assert!(format!("{err:#}").contains("no-such-cc"), "{err:#}");
+    assert!(!held);
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
 fn iperf3_between_the_namespaces() {
     if !require_root() {
         return;

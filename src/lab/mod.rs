@@ -16,7 +16,14 @@
 //!
 //! Everything the lab creates lives inside its two namespaces, so dropping the
 //! [`Lab`] (also on unwind, and on an error half-way through [`Lab::new`])
-//! removes it all. [`cleanup_all_created`] does the same for a Ctrl-C path.
+//! removes it all. Namespaces of a process that died without cleaning up
+//! (SIGKILL) are removed by the next [`Netns::create`].
+//!
+//! Ctrl-C: register an `Arc<AtomicBool>` with `signal_hook::flag::register`
+//! and pass it to [`Lab::run_transfer_until`]; the transfer ends within ~50 ms
+//! (`completed == false`), `hold` still runs, and the `Lab` drops as usual.
+//! To leave at once from another thread instead, call
+//! [`cleanup_all_created`] before exiting.
 //!
 //! Ground truth from tools nobody here wrote: [`ss`] (socket state),
 //! [`capture`] (tcpdump + tshark), [`iperf`] (iperf3).

@@ -122,7 +122,7 @@ impl StopFlags<'_> {
     /// Why a thread gave up before the connection existed.
     fn stopped_error(&self) -> anyhow::Error {
         if self.failed.load(Ordering::Relaxed) {
-            anyhow!(ABORTED)
+            anyhow!(PeerFailed)
         } else {
             anyhow!("stopped before the connection was established")
         }
@@ -205,12 +205,12 @@ impl Lab {
                     .spawn_scoped(s, move || run_end(&flags.failed, || send(addr, cfg, flags)))
             });
             let received = join(receiver);
-            let sent = sender.map_or_else(|| Err(anyhow!(ABORTED)), join);
+            let sent = sender.map_or_else(|| Err(anyhow!(PeerFailed)), join);
             // Report the root cause, not the end that was told to give up.
             match (received, sent) {
                 (Ok(r), Ok(s)) => Ok((r, s)),
                 (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
-                (Err(r), Err(s)) => Err(if is_abort(&r) { s } else { r }),
+                (Err(r), Err(s)) => Err(if r.is::<PeerFailed>() { s } else { r }),
             }
         })?;
         let ends = TransferEnds {
@@ -247,11 +247,10 @@ impl Lab {
     }
 }
 
-const ABORTED: &str = "peer failed";
-
-fn is_abort(e: &anyhow::Error) -> bool {
-    e.to_string() == ABORTED
-}
+/// What an end reports when it gave up because the other end failed.
+#[derive(Debug, thiserror::Error)]
+#[error("the other end of the transfer failed")]
+struct PeerFailed;
 
 fn join<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
     handle.join().unwrap_or_else(|panic| resume_unwind(panic))
@@ -327,7 +326,7 @@ fn receive(listener: &TcpListener, cfg: &LabConfig, flags: &StopFlags) -> Result
         reading.read_once(FAST_READ_SIZE)?;
     }
     if !reading.done() && flags.failed.load(Ordering::Relaxed) {
-        bail!(ABORTED);
+        bail!(PeerFailed);
     }
     Ok(Received {
         stream: reading.stream,
@@ -414,7 +413,7 @@ fn send(to: SocketAddr, cfg: &LabConfig, flags: &StopFlags) -> Result<Sent> {
     while left > 0 {
         if flags.stop() {
             if flags.failed.load(Ordering::Relaxed) {
-                bail!(ABORTED);
+                bail!(PeerFailed);
             }
             break;
         }
