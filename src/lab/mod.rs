@@ -1,1 +1,382 @@
-//! The built-in lab: namespaces, veth, real transfers.
+//! The built-in lab: two network namespaces joined by a veth pair, per-namespace
+//! TCP sysctls, an optional qdisc, and real transfers between them.
+//!
+//! ```no_run
+//! use tenge_trace::lab::{Lab, Scenario};
+//! let cfg = Scenario::MssClamp.config();
+//! let lab = Lab::new(&cfg)?;
+//! let report = lab.run_transfer(&cfg, |ends| {
+//!     // Both sockets are still open here: run `ss`, stop a capture, ...
+//!     let sockets = tenge_trace::lab::ss::query(&ends.receiver_netns, ends.port()).unwrap();
+//!     assert_eq!(sockets.len(), 1);
+//! })?;
+//! println!("{} bytes at {:.0} bit/s", report.bytes, report.throughput_bps);
+//! # anyhow::Ok(())
+//! ```
+//!
+//! Everything the lab creates lives inside its two namespaces, so dropping the
+//! [`Lab`] (also on unwind, and on an error half-way through [`Lab::new`])
+//! removes it all. Namespaces of a process that died without cleaning up
+//! (SIGKILL) are removed by the next [`Netns::create`].
+//!
+//! Ctrl-C: register an `Arc<AtomicBool>` with `signal_hook::flag::register`
+//! and pass it to [`Lab::run_transfer_until`]; the transfer ends within ~50 ms
+//! (`completed == false`), `hold` still runs, and the `Lab` drops as usual.
+//! To leave at once from another thread instead, call
+//! [`cleanup_all_created`] before exiting.
+//!
+//! Ground truth from tools nobody here wrote: [`ss`] (socket state),
+//! [`capture`] (tcpdump + tshark), [`iperf`] (iperf3).
+
+pub mod capture;
+pub mod iperf;
+pub mod netns;
+pub mod scenario;
+pub mod ss;
+mod transfer;
+
+pub use netns::{cleanup_all_created, Netns};
+pub use scenario::Scenario;
+pub use transfer::{tcp_info, TcpInfoSnapshot, TransferEnds, TransferReport};
+
+use anyhow::{Context, Result};
+use netns::run;
+use serde::{Deserialize, Serialize};
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Interface names inside the namespaces (each namespace has its own names,
+/// so every lab uses the same two).
+pub const SENDER_IFACE: &str = "veth-snd";
+pub const RECEIVER_IFACE: &str = "veth-rcv";
+
+/// 198.18.0.0/15 (RFC 2544, benchmarking), cut into /30s, one per lab.
+const LAB_NET: u32 = u32::from_be_bytes([198, 18, 0, 0]);
+const LAB_SLOTS: u32 = (1 << 17) / 4;
+const PREFIX_LEN: u8 = 30;
+
+static NEXT_LAB_ID: AtomicU32 = AtomicU32::new(0);
+
+/// One end of the lab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Sender,
+    Receiver,
+}
+
+/// An extra sysctl for one namespace, e.g. `net.ipv4.tcp_sack = 0`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sysctl {
+    pub side: Side,
+    pub key: String,
+    pub value: String,
+}
+
+/// How the receiving application reads.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reader {
+    /// Reads as fast as it can, 256 KiB per `recv`.
+    Fast,
+    /// The recipe's slow reader: no reads for `initial_pause` (the receive
+    /// buffer fills, the window closes), then `reads` reads of `read_size`
+    /// bytes every `interval`, then drains at full speed.
+    Slow {
+        #[serde(with = "secs_f64")]
+        initial_pause: Duration,
+        read_size: usize,
+        #[serde(with = "secs_f64")]
+        interval: Duration,
+        reads: u32,
+    },
+}
+
+impl Reader {
+    /// 1 s without reads, then 1000 B every 50 ms for 2 s, then drain: enough
+    /// for zero windows, persist probes and MSS-sized reopenings.
+    pub fn slow_default() -> Reader {
+        Reader::Slow {
+            initial_pause: Duration::from_secs(1),
+            read_size: 1000,
+            interval: Duration::from_millis(50),
+            reads: 40,
+        }
+    }
+}
+
+/// Everything one lab run needs. [`Lab::new`] uses the link fields (`mtu`,
+/// `gso_max_segs`, `qdisc`); [`Lab::run_transfer`] applies the sysctls and
+/// runs the transfer fields, so one lab can serve several configs with the
+/// same link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LabConfig {
+    /// veth MTU on both ends (68..=65535).
+    pub mtu: u32,
+    /// `gso_max_segs` on the sender's veth (1 = one-MSS skbs, like a 2003 NIC).
+    pub gso_max_segs: Option<u32>,
+    /// Root qdisc on the sender's veth as `tc` words: "pfifo" (veth is
+    /// noqueue, so otherwise there are no qdisc events) or "tbf rate 1gbit
+    /// burst 256kb latency 20ms" (a bottleneck). This kernel has tbf, htb,
+    /// pfifo and pfifo_fast; no fq, fq_codel, sfq or netem.
+    pub qdisc: Option<String>,
+    /// `net.ipv4.tcp_window_scaling` in the receiver's namespace (off there
+    /// means off for the connection).
+    pub window_scaling: bool,
+    /// `net.ipv4.tcp_timestamps` in the receiver's namespace.
+    pub timestamps: bool,
+    /// `net.ipv4.tcp_moderate_rcvbuf` (receive autotuning) in the receiver's namespace.
+    pub moderate_rcvbuf: bool,
+    /// `net.ipv4.tcp_shrink_window` in the receiver's namespace.
+    pub shrink_window: bool,
+    /// Any other sysctls, per side.
+    pub sysctls: Vec<Sysctl>,
+    /// `TCP_CONGESTION` on the sender socket; `None` keeps the namespace default.
+    pub congestion: Option<String>,
+    /// `SO_MAX_PACING_RATE` on the sender in bytes per second (TCP paces
+    /// itself; no fq needed).
+    pub max_pacing_rate: Option<u64>,
+    /// `SO_RCVBUF` on the receiver, set before `listen()` (the kernel doubles it).
+    pub rcvbuf: Option<u32>,
+    /// `SO_SNDBUF` on the sender, set before `connect()`.
+    pub sndbuf: Option<u32>,
+    pub reader: Reader,
+    /// Bytes to send.
+    pub bytes: u64,
+    /// Bytes per `send()` call.
+    pub write_size: usize,
+    /// `TCP_NODELAY` on the sender.
+    pub nodelay: bool,
+    /// Receiver port; 0 picks a free one.
+    pub port: u16,
+}
+
+impl Default for LabConfig {
+    fn default() -> LabConfig {
+        LabConfig {
+            mtu: 1500,
+            gso_max_segs: None,
+            qdisc: None,
+            window_scaling: true,
+            timestamps: true,
+            moderate_rcvbuf: true,
+            shrink_window: false,
+            sysctls: Vec::new(),
+            congestion: None,
+            max_pacing_rate: None,
+            rcvbuf: None,
+            sndbuf: None,
+            reader: Reader::Fast,
+            bytes: 64 << 20,
+            write_size: 64 << 10,
+            nodelay: false,
+            port: 0,
+        }
+    }
+}
+
+/// Two namespaces joined by a veth pair with addresses, links up, lo up.
+/// Dropping it removes both namespaces and with them everything inside.
+#[derive(Debug)]
+pub struct Lab {
+    sender: Netns,
+    receiver: Netns,
+    sender_ip: Ipv4Addr,
+    receiver_ip: Ipv4Addr,
+    mtu: u32,
+}
+
+impl Lab {
+    pub fn new(cfg: &LabConfig) -> Result<Lab> {
+        let id = NEXT_LAB_ID.fetch_add(1, Ordering::Relaxed);
+        // Each Netns is removed by its own Drop if a later step fails.
+        let sender = Netns::create(&format!("{id}-a"))?;
+        let receiver = Netns::create(&format!("{id}-b"))?;
+        let (sender_ip, receiver_ip) = lab_addresses(std::process::id(), id);
+        let mtu = cfg.mtu.to_string();
+        run(Command::new("ip").args([
+            "link",
+            "add",
+            SENDER_IFACE,
+            "netns",
+            sender.name(),
+            "mtu",
+            &mtu,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            RECEIVER_IFACE,
+            "netns",
+            receiver.name(),
+            "mtu",
+            &mtu,
+        ]))
+        .context("creating the veth pair")?;
+        for (ns, iface, ip) in [
+            (&sender, SENDER_IFACE, sender_ip),
+            (&receiver, RECEIVER_IFACE, receiver_ip),
+        ] {
+            let cidr = format!("{ip}/{PREFIX_LEN}");
+            run(ip_in(ns).args(["addr", "add", &cidr, "dev", iface]))?;
+            run(ip_in(ns).args(["link", "set", iface, "up"]))?;
+            run(ip_in(ns).args(["link", "set", "lo", "up"]))?;
+        }
+        if let Some(segs) = cfg.gso_max_segs {
+            let segs = segs.to_string();
+            run(ip_in(&sender).args(["link", "set", SENDER_IFACE, "gso_max_segs", &segs]))?;
+        }
+        if let Some(qdisc) = &cfg.qdisc {
+            run(Command::new("tc")
+                .args([
+                    "-n",
+                    sender.name(),
+                    "qdisc",
+                    "add",
+                    "dev",
+                    SENDER_IFACE,
+                    "root",
+                ])
+                .args(qdisc.split_whitespace()))
+            .with_context(|| format!("qdisc {qdisc}"))?;
+        }
+        let lab = Lab {
+            sender,
+            receiver,
+            sender_ip,
+            receiver_ip,
+            mtu: cfg.mtu,
+        };
+        lab.apply_sysctls(cfg)?;
+        Ok(lab)
+    }
+
+    /// Writes the config's TCP sysctls into the namespaces.
+    pub fn apply_sysctls(&self, cfg: &LabConfig) -> Result<()> {
+        let flag = |on: bool| if on { "1" } else { "0" };
+        let mut receiver = vec![
+            ("net.ipv4.tcp_window_scaling", flag(cfg.window_scaling)),
+            ("net.ipv4.tcp_timestamps", flag(cfg.timestamps)),
+            ("net.ipv4.tcp_moderate_rcvbuf", flag(cfg.moderate_rcvbuf)),
+            ("net.ipv4.tcp_shrink_window", flag(cfg.shrink_window)),
+        ];
+        let mut sender = Vec::new();
+        for s in &cfg.sysctls {
+            let list = match s.side {
+                Side::Sender => &mut sender,
+                Side::Receiver => &mut receiver,
+            };
+            list.push((s.key.as_str(), s.value.as_str()));
+        }
+        self.receiver.set_sysctls(&receiver)?;
+        self.sender.set_sysctls(&sender)
+    }
+
+    pub fn netns(&self, side: Side) -> &Netns {
+        match side {
+            Side::Sender => &self.sender,
+            Side::Receiver => &self.receiver,
+        }
+    }
+
+    pub fn sender_netns(&self) -> &Netns {
+        &self.sender
+    }
+
+    pub fn receiver_netns(&self) -> &Netns {
+        &self.receiver
+    }
+
+    pub fn sender_ip(&self) -> Ipv4Addr {
+        self.sender_ip
+    }
+
+    pub fn receiver_ip(&self) -> Ipv4Addr {
+        self.receiver_ip
+    }
+
+    pub fn sender_iface(&self) -> &'static str {
+        SENDER_IFACE
+    }
+
+    pub fn receiver_iface(&self) -> &'static str {
+        RECEIVER_IFACE
+    }
+
+    pub fn mtu(&self) -> u32 {
+        self.mtu
+    }
+}
+
+/// `ip -n NETNS`.
+fn ip_in(ns: &Netns) -> Command {
+    let mut command = Command::new("ip");
+    command.args(["-n", ns.name()]);
+    command
+}
+
+/// The lab's /30 inside 198.18.0.0/15: distinct for every lab of a process,
+/// and spread by pid so labs of parallel processes rarely share one (flows
+/// seen by a tracer across namespaces then stay apart).
+fn lab_addresses(pid: u32, id: u32) -> (Ipv4Addr, Ipv4Addr) {
+    let slot = pid.wrapping_mul(64).wrapping_add(id) % LAB_SLOTS;
+    let net = LAB_NET + slot * 4;
+    (Ipv4Addr::from(net + 1), Ipv4Addr::from(net + 2))
+}
+
+/// `Duration` as seconds in JSON.
+pub(crate) mod secs_f64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lab_addresses_stay_in_the_benchmark_range_and_differ_per_lab() {
+        let (a, b) = lab_addresses(1234, 0);
+        assert!(in_benchmark_range(a) && in_benchmark_range(b));
+        assert_eq!(u32::from(b) - u32::from(a), 1);
+        // Same /30, host parts .1 and .2.
+        assert_eq!(u32::from(a) & 3, 1);
+        let mut seen = std::collections::BTreeSet::new();
+        for id in 0..LAB_SLOTS {
+            assert!(seen.insert(lab_addresses(u32::MAX - 7, id).0));
+        }
+        let (last, _) = lab_addresses(u32::MAX, u32::MAX);
+        assert!(in_benchmark_range(last));
+    }
+
+    fn in_benchmark_range(ip: Ipv4Addr) -> bool {
+        u32::from(ip) >> 17 == LAB_NET >> 17
+    }
+
+    #[test]
+    fn config_round_trips_through_json() {
+        let cfg = LabConfig {
+            reader: Reader::slow_default(),
+            sysctls: vec![Sysctl {
+                side: Side::Sender,
+                key: "net.ipv4.tcp_sack".into(),
+                value: "0".into(),
+            }],
+            ..LabConfig::default()
+        };
+        let json = serde_json::to_string(&cfg).unwrap();
+        assert!(json.contains(r#""initial_pause":1.0"#), "{json}");
+        assert_eq!(serde_json::from_str::<LabConfig>(&json).unwrap(), cfg);
+    }
+}

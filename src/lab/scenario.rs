@@ -1,0 +1,177 @@
+//! Named lab setups that reproduce one window behaviour each
+//! (`tenge-trace lab --scenario NAME`).
+
+use super::{LabConfig, Reader};
+use anyhow::{anyhow, Error};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// Feng et al. 2003, section 3.5.1: MTU 9000 (MSS 8948 with timestamps),
+    /// window scaling off, `SO_RCVBUF` 33000 (`sk_rcvbuf` 66000). Without a
+    /// scale, `__tcp_select_window()` rounds the free space down to a multiple
+    /// of `rcv_mss`: the SYN-ACK offers 26844 = rounddown(33000, 8948), the
+    /// paper's number; once data raised `scaling_ratio` to 234 the full space
+    /// is 60328 and the largest offer 53688 = 6 x 8948. Every window on the
+    /// wire is an MSS multiple, except never-shrink residuals after sub-MSS
+    /// segments (64 KiB writes end in a 2900-byte segment).
+    MssClamp,
+    /// Receiver-side silly window syndrome: window scaling off, `SO_RCVBUF`
+    /// 65536, a slow reader (1 s without reads, then 1000 B every 50 ms). The
+    /// window drops to 0, reopens only by one MSS at a time, and the sender
+    /// sends zero-window probes (persist timer, 200 ms backoff).
+    SwsStall,
+    /// The control: MTU 9000, window scaling on, autotuned buffers, fast
+    /// reader, sender paced at 2 Gbit/s (`SO_MAX_PACING_RATE`). No zero
+    /// windows, windows not MSS-rounded, no rwnd-limited time. Unpaced, a
+    /// sender on veth outruns the reader on a 2-core box and the window does
+    /// hit zero now and then.
+    Healthy,
+    /// Fast link and fast reader but a small locked receive buffer (`SO_RCVBUF`
+    /// 16384 at MTU 1500, window scaling on): 3-5 Gbit/s instead of 12, and
+    /// 40-60 % of the sender's busy time is rwnd-limited (`tcpi_rwnd_limited`;
+    /// the rest is the CPU, veth has no delay).
+    RwndLimited,
+    /// A `tbf` bottleneck of 200 Mbit/s on the sender's veth, cubic, large
+    /// buffers: the network, not the receiver, limits the flow. Goodput is
+    /// 200 Mbit/s x 1448 / 1514 (tbf counts Ethernet frames) = 191.3 Mbit/s;
+    /// the tbf queue (up to 50 ms) fills, RTT grows to milliseconds, the
+    /// sender is cwnd-limited with no rwnd-limited time.
+    Bottleneck,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 5] = [
+        Scenario::MssClamp,
+        Scenario::SwsStall,
+        Scenario::Healthy,
+        Scenario::RwndLimited,
+        Scenario::Bottleneck,
+    ];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::MssClamp => "mss-clamp",
+            Scenario::SwsStall => "sws-stall",
+            Scenario::Healthy => "healthy",
+            Scenario::RwndLimited => "rwnd-limited",
+            Scenario::Bottleneck => "bottleneck",
+        }
+    }
+
+    /// One line for `--help` and reports.
+    pub fn description(self) -> &'static str {
+        match self {
+            Scenario::MssClamp => {
+                "MTU 9000, no window scaling, SO_RCVBUF 33000: windows rounded down to MSS multiples (26844 = 3 x 8948)"
+            }
+            Scenario::SwsStall => {
+                "no window scaling, SO_RCVBUF 65536, slow reader: zero windows, one-MSS reopenings, zero-window probes"
+            }
+            Scenario::Healthy => {
+                "window scaling, autotuned buffers, fast reader, 2 Gbit/s pacing: no window pathologies"
+            }
+            Scenario::RwndLimited => {
+                "MTU 1500, SO_RCVBUF 16384, fast reader: the sender waits on the receive window"
+            }
+            Scenario::Bottleneck => {
+                "tbf 200 Mbit/s on the sender's veth, cubic: the link limits, not the window"
+            }
+        }
+    }
+
+    /// The lab configuration. Each finishes in a few seconds.
+    pub fn config(self) -> LabConfig {
+        let base = LabConfig::default();
+        match self {
+            Scenario::MssClamp => LabConfig {
+                mtu: 9000,
+                window_scaling: false,
+                moderate_rcvbuf: false,
+                rcvbuf: Some(33000),
+                bytes: 64 << 20,
+                ..base
+            },
+            Scenario::SwsStall => LabConfig {
+                mtu: 9000,
+                window_scaling: false,
+                moderate_rcvbuf: false,
+                rcvbuf: Some(65536),
+                reader: Reader::slow_default(),
+                bytes: 1 << 20,
+                ..base
+            },
+            Scenario::Healthy => LabConfig {
+                mtu: 9000,
+                max_pacing_rate: Some(250_000_000),
+                bytes: 256 << 20,
+                ..base
+            },
+            Scenario::RwndLimited => LabConfig {
+                rcvbuf: Some(16384),
+                moderate_rcvbuf: false,
+                bytes: 256 << 20,
+                ..base
+            },
+            Scenario::Bottleneck => LabConfig {
+                qdisc: Some("tbf rate 200mbit burst 64kb latency 50ms".into()),
+                congestion: Some("cubic".into()),
+                bytes: 64 << 20,
+                ..base
+            },
+        }
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Scenario {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Scenario, Error> {
+        Scenario::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = Scenario::ALL.iter().map(|s| s.name()).collect();
+                anyhow!("unknown scenario {name:?}; known: {}", names.join(", "))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_match_serde() {
+        for s in Scenario::ALL {
+            assert_eq!(s.name().parse::<Scenario>().unwrap(), s);
+            assert_eq!(
+                serde_json::to_string(&s).unwrap(),
+                format!("\"{}\"", s.name())
+            );
+            assert!(!s.description().is_empty());
+        }
+        assert!("nope".parse::<Scenario>().is_err());
+    }
+
+    /// The paper's arithmetic: the SYN-ACK offer is rounddown(SO_RCVBUF, MSS).
+    #[test]
+    fn mss_clamp_offers_three_segments() {
+        let cfg = Scenario::MssClamp.config();
+        let mss = cfg.mtu - 20 - 20 - 12; // IPv4, TCP, timestamps
+        assert_eq!(mss, 8948);
+        let offer = cfg.rcvbuf.unwrap() / mss * mss;
+        assert_eq!(offer, 26844);
+        assert!(!cfg.window_scaling);
+    }
+}
