@@ -216,7 +216,9 @@ impl Event {
 /// ack) so that every hop of one skb makes the same choice: pure ACKs share a
 /// seq, data segments share an ack.
 pub fn sampled(seq: u32, ack: u32, every: u32) -> bool {
-    every <= 1 || (((seq ^ ack.wrapping_mul(0x85eb_ca6b)).wrapping_mul(0x9e37_79b1)) >> 8).is_multiple_of(every)
+    every <= 1
+        || (((seq ^ ack.wrapping_mul(0x85eb_ca6b)).wrapping_mul(0x9e37_79b1)) >> 8)
+            .is_multiple_of(every)
 }
 
 /// Turns an ABI address (IPv6, or IPv4-mapped IPv6) into an `IpAddr`.

@@ -205,7 +205,6 @@ fn count_by_kind(events: &[Event]) -> HashMap<&'static str, usize> {
     counts
 }
 
-
 #[test]
 fn traces_a_loopback_transfer() {
     if !require_root() {
@@ -374,7 +373,11 @@ fn sampling_keeps_whole_packets() {
     let (all_counts, sampled_counts) = (count_by_kind(&all), count_by_kind(&sampled));
     eprintln!("all {all_counts:?}\nsampled {sampled_counts:?}");
     // napi_poll is not port-filtered: other tests' traffic would add noise to it.
-    let per_packet = |evs: &[Event]| evs.iter().filter(|e| !matches!(e.body, Body::NapiPoll(_))).count();
+    let per_packet = |evs: &[Event]| {
+        evs.iter()
+            .filter(|e| !matches!(e.body, Body::NapiPoll(_)))
+            .count()
+    };
     assert!(
         per_packet(&sampled) < per_packet(&all) / 2,
         "{} sampled vs {} all",

@@ -33,6 +33,7 @@ pub mod iperf;
 pub mod netns;
 pub mod scenario;
 pub mod ss;
+pub mod traced;
 mod transfer;
 
 pub use netns::{cleanup_all_created, Netns};

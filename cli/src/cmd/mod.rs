@@ -1,12 +1,15 @@
 //! One module per subcommand.
 
+mod alerts;
 mod check;
 mod dump;
 mod flamegraph;
 mod gen_docs;
+mod lab;
 mod record;
 mod report;
 mod session;
+mod watch;
 
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
@@ -25,8 +28,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dump(args) => dump::run(args),
         Command::Report(args) => report::run(args),
         Command::Flamegraph(args) => flamegraph::run(args),
+        Command::Watch(args) => watch::run(args),
+        Command::Lab(args) => lab::run(args),
         Command::GenDocs { out } => gen_docs::run(&out),
-        other => anyhow::bail!("{other:?}: not built yet"),
     }
 }
 

@@ -42,7 +42,6 @@ pub fn seq_after(a: u32, b: u32) -> bool {
     seq_before(b, a)
 }
 
-
 #[derive(Clone, Debug)]
 pub struct PathConfig {
     /// Keep 1 packet in N (by sequence number); 1 keeps all.

@@ -1,0 +1,46 @@
+//! Printing alerts as they happen (watch, lab).
+
+use tenge_trace::analysis::window::Alert;
+use tenge_trace::trace_file::TraceMeta;
+
+pub struct AlertPrinter {
+    json: bool,
+    boot_offset_ns: i64,
+    pub count: u64,
+}
+
+impl AlertPrinter {
+    pub fn new(json: bool) -> AlertPrinter {
+        AlertPrinter {
+            json,
+            boot_offset_ns: TraceMeta::for_this_host().boot_offset_ns,
+            count: 0,
+        }
+    }
+
+    pub fn print(&mut self, alert: &Alert) {
+        self.count += 1;
+        if self.json {
+            let mut value = serde_json::to_value(alert).expect("alerts serialize");
+            value["type"] = "alert".into();
+            println!("{value}");
+        } else {
+            let unix_ns = alert.ts_ns as i64 + self.boot_offset_ns;
+            let day_ns = unix_ns.rem_euclid(86_400 * 1_000_000_000);
+            let (h, m, s, ms) = (
+                day_ns / 3_600_000_000_000,
+                day_ns / 60_000_000_000 % 60,
+                day_ns / 1_000_000_000 % 60,
+                day_ns / 1_000_000 % 1000,
+            );
+            let kind = serde_json::to_value(alert.kind).expect("kinds serialize");
+            println!(
+                "{h:02}:{m:02}:{s:02}.{ms:03} UTC  ALERT {:<14} {} (cookie {}): {}",
+                kind.as_str().unwrap_or("?"),
+                alert.flow,
+                alert.sock_cookie,
+                alert.message
+            );
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! `tenge-trace lab`: two fresh namespaces, a real transfer, traced, analysed.
+
+use super::alerts::AlertPrinter;
+use super::session;
+use crate::cli::{LabArgs, OnOff, ReaderKind};
+use std::process::ExitCode;
+use std::sync::Mutex;
+use tenge_trace::analysis::{Analysis, Provenance};
+use tenge_trace::event::Event;
+use tenge_trace::export::table::{bps, bytes, render_report};
+use tenge_trace::lab::traced::run_traced;
+use tenge_trace::lab::{ss, Lab, LabConfig, Reader, Scenario};
+use tenge_trace::probe::{Filters, TracerOptions};
+use tenge_trace::trace_file::{clock_ns, kernel_release, TraceMeta, TraceSummary, TraceWriter};
+
+pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
+    if args.list {
+        for scenario in Scenario::ALL {
+            println!("{:<14} {}", scenario.name(), scenario.description());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let scenario: Option<Scenario> = args.scenario.as_deref().map(str::parse).transpose()?;
+    let cfg = config(scenario, &args);
+    anyhow::ensure!(args.sample >= 1, "--sample must be at least 1");
+    let flags = session::StopFlags::install()?;
+
+    let lab = Lab::new(&cfg)?;
+    if !args.json {
+        eprintln!(
+            "tenge-trace lab: {} — {} → {} over veth, MTU {}, {} bytes, window scaling {}, rcvbuf {}, {} reader",
+            scenario.map_or("custom", |s| s.name()),
+            lab.sender_ip(),
+            lab.receiver_ip(),
+            cfg.mtu,
+            cfg.bytes,
+            if cfg.window_scaling { "on" } else { "off" },
+            cfg.rcvbuf.map_or("default".into(), |b| b.to_string()),
+            if matches!(cfg.reader, Reader::Fast) { "fast" } else { "slow" },
+        );
+    }
+
+    let mut meta = TraceMeta::for_this_host();
+    meta.sample_every = args.sample;
+    let mut writer = args
+        .output
+        .as_deref()
+        .map(|path| TraceWriter::create(path, &meta))
+        .transpose()?;
+    let mut analysis = Analysis::new(super::report::analysis_config(
+        &crate::cli::AlertArgs {
+            min_duration: 100,
+            threshold: 10.0,
+        },
+        args.sample,
+    ));
+    let mut printer = AlertPrinter::new(args.json);
+    let mut write_error = None;
+    let sockets = Mutex::new(Vec::new());
+    let options = TracerOptions {
+        filters: Filters {
+            sample_every: args.sample,
+            ..Filters::default()
+        },
+        ..TracerOptions::default()
+    };
+    let run = run_traced(
+        &lab,
+        &cfg,
+        options,
+        &flags.stop,
+        |record| {
+            if let Ok(ev) = Event::decode(record) {
+                for alert in analysis.push(&ev) {
+                    printer.print(&alert);
+                }
+            }
+            if let Some(writer) = writer.as_mut().filter(|_| write_error.is_none()) {
+                write_error = writer.write_record(record).err();
+            }
+        },
+        |_| {},
+        |ends| {
+            // The kernel's own counters, read while both sockets are open.
+            for netns in [&ends.sender_netns, &ends.receiver_netns] {
+                if let Ok(found) = ss::query(netns, ends.port()) {
+                    sockets.lock().unwrap().extend(found);
+                }
+            }
+        },
+    )?;
+    if let Some(err) = write_error {
+        return Err(err.into());
+    }
+    if let (Some(writer), Some(path)) = (writer, &args.output) {
+        writer.finish(&TraceSummary {
+            events: run.stats.events,
+            lost: session::lost_by_name(&run.stats.lost),
+            duration_ns: run.stats.elapsed.as_nanos() as u64,
+            ended_unix_ns: clock_ns(libc::CLOCK_REALTIME),
+            end_reason: if flags.interrupted() {
+                "interrupted"
+            } else {
+                "transfer done"
+            }
+            .into(),
+            ..Default::default()
+        })?;
+        eprintln!("tenge-trace lab: trace written to {}", path.display());
+    }
+    let report = analysis.finish(Provenance {
+        kernel_release: kernel_release(),
+        sample_every: args.sample,
+        lost: session::lost_by_name(&run.stats.lost),
+    });
+    let sockets = sockets.into_inner().unwrap();
+    if args.json {
+        let out = serde_json::json!({
+            "scenario": scenario.map(|s| s.name()),
+            "config": cfg,
+            "transfer": run.transfer,
+            "ss": sockets,
+            "probe_plan": run.plan,
+            "report": report,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        let t = &run.transfer;
+        println!(
+            "\nTRANSFER  {} in {:.3} s = {}{}",
+            bytes(t.bytes),
+            t.elapsed.as_secs_f64(),
+            bps(t.throughput_bps),
+            if t.completed { "" } else { " (interrupted)" }
+        );
+        println!("KERNEL (ss -ti while the sockets were open)");
+        let o = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+        let ms = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{v} ms"));
+        for s in &sockets {
+            println!(
+                "  {} -> {}  mss {} rcvmss {} advmss {} cwnd {} snd_wnd {} rcv_wnd {} busy {} rwnd_limited {} sndbuf_limited {}",
+                s.local.map_or("?".into(), |a| a.to_string()),
+                s.peer.map_or("?".into(), |a| a.to_string()),
+                o(s.mss),
+                o(s.rcvmss),
+                o(s.advmss),
+                o(s.cwnd),
+                o(s.snd_wnd),
+                o(s.rcv_wnd),
+                ms(s.busy_ms),
+                ms(s.rwnd_limited_ms),
+                ms(s.sndbuf_limited_ms)
+            );
+        }
+        print!("\n{}", render_report(&report));
+    }
+    session::report_lost(&run.stats);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The scenario's settings (or the defaults), with the flags on top.
+fn config(scenario: Option<Scenario>, args: &LabArgs) -> LabConfig {
+    let mut cfg = scenario.map_or_else(|| Scenario::MssClamp.config(), |s| s.config());
+    if let Some(mtu) = args.mtu {
+        cfg.mtu = mtu;
+    }
+    if let Some(rcvbuf) = args.rcvbuf {
+        cfg.rcvbuf = Some(rcvbuf);
+    }
+    if let Some(scaling) = args.window_scaling {
+        cfg.window_scaling = scaling == OnOff::On;
+    }
+    match args.reader {
+        Some(ReaderKind::Fast) => cfg.reader = Reader::Fast,
+        Some(ReaderKind::Slow) => cfg.reader = Reader::slow_default(),
+        None => {}
+    }
+    if let Some(bytes) = args.bytes {
+        cfg.bytes = bytes;
+    }
+    cfg
+}

@@ -1,0 +1,60 @@
+//! A lab transfer traced end to end: the tracer is attached before the first
+//! SYN, filtered on the lab's own addresses (unique per lab, so parallel labs
+//! and other traffic never mix in), and drained while the transfer runs.
+
+use super::{Lab, LabConfig, TransferEnds, TransferReport};
+use crate::collector::{CollectStats, Collector};
+use crate::probe::{Filters, ProbePlan, Tracer, TracerOptions};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// How long the collector keeps draining after the transfer ends, so the
+/// last ACKs and reads are in.
+const DRAIN_AFTER: Duration = Duration::from_millis(100);
+
+pub struct TracedRun {
+    pub transfer: TransferReport,
+    pub stats: CollectStats,
+    pub plan: ProbePlan,
+}
+
+/// Runs `cfg`'s transfer in `lab` with the tracer attached. Each raw record
+/// goes to `on_record` as it is drained; `hold` runs while both sockets are
+/// open (see [`Lab::run_transfer`]). `stop` (Ctrl-C) ends the transfer early.
+pub fn run_traced(
+    lab: &Lab,
+    cfg: &LabConfig,
+    mut options: TracerOptions,
+    stop: &AtomicBool,
+    on_record: impl FnMut(&[u8]),
+    on_tick: impl FnMut(&CollectStats),
+    hold: impl FnOnce(&TransferEnds) + Send,
+) -> anyhow::Result<TracedRun> {
+    options.filters = Filters {
+        addr: Some(IpAddr::V4(lab.receiver_ip())),
+        ..options.filters
+    };
+    let mut tracer = Tracer::start(&options)?;
+    let plan = tracer.plan().clone();
+    let collect_stop = AtomicBool::new(false);
+    let (transfer, stats) = std::thread::scope(|scope| {
+        let transfer = scope.spawn(|| {
+            let result = lab.run_transfer_until(cfg, stop, hold);
+            std::thread::sleep(DRAIN_AFTER);
+            collect_stop.store(true, Ordering::SeqCst);
+            result
+        });
+        let stats = Collector::new().run(&mut tracer, &collect_stop, None, on_record, on_tick);
+        if stats.is_err() {
+            // Do not let the transfer run on untraced.
+            stop.store(true, Ordering::SeqCst);
+        }
+        (transfer.join().expect("transfer thread"), stats)
+    });
+    Ok(TracedRun {
+        transfer: transfer?,
+        stats: stats?,
+        plan,
+    })
+}
