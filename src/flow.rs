@@ -43,9 +43,13 @@ impl FlowTable {
     /// Accounts the event to its socket and returns the socket's cookie, if known.
     pub fn observe(&mut self, ev: &Event) -> Option<u64> {
         let cookie = self.cookie_of(ev)?;
+        // A socket's addresses are known once both ports are: state changes
+        // before connect() picks a port, or after the port went to a time-wait
+        // socket, carry port 0 and say nothing about the connection.
         let key = match ev.hdr.sock_cookie {
             0 => None,
-            _ => FlowKey::of(ev, self.is_outgoing(ev)),
+            _ => FlowKey::of(ev, self.is_outgoing(ev))
+                .filter(|k| k.local.port() != 0 && k.remote.port() != 0),
         };
         let flow = self.by_cookie.entry(cookie).or_insert_with(|| {
             let key = key.unwrap_or(FlowKey {
@@ -68,13 +72,14 @@ impl FlowTable {
             }
         });
         if let Some(key) = key {
-            if flow.key != key {
+            if flow.key.local.port() == 0 {
                 flow.key = key;
                 flow.src = key.local.to_string();
                 flow.dst = key.remote.to_string();
                 flow.netns = key.netns;
             }
-            self.by_key.entry(key).or_insert(cookie);
+            // Addresses are reused by later connections: the newest socket wins.
+            self.by_key.insert(key, cookie);
         }
         flow.events += 1;
         flow.first_ns = flow.first_ns.min(ev.hdr.ts_ns);
@@ -194,6 +199,24 @@ mod tests {
         let f = table.get(77).unwrap();
         assert_eq!((f.events, f.bytes_received), (2, 8948));
         assert_eq!(f.src, "198.18.0.2:5001");
+    }
+
+    #[test]
+    fn port_zero_state_changes_do_not_rename_a_flow() {
+        let mut table = FlowTable::new();
+        let closing = Event::new(
+            hdr(5, 1, "198.18.0.1:0", "198.18.0.2:5201"),
+            Body::State(Default::default()),
+        );
+        table.observe(&closing);
+        assert_eq!(table.get(5).unwrap().key.local.port(), 0);
+        let data = Event::new(
+            hdr(5, 1, "198.18.0.1:40000", "198.18.0.2:5201"),
+            Body::TcpRcv(Default::default()),
+        );
+        table.observe(&data);
+        table.observe(&closing);
+        assert_eq!(table.get(5).unwrap().src, "198.18.0.1:40000");
     }
 
     #[test]

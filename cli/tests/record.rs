@@ -1,0 +1,249 @@
+//! `record` and `check` on the real kernel (root).
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+use tenge_trace::event::Body;
+use tenge_trace::flow::FlowTable;
+use tenge_trace::lab::iperf::Iperf3Server;
+use tenge_trace::lab::{Lab, LabConfig};
+use tenge_trace::trace_file::TraceReader;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
+}
+
+#[derive(Default, Debug)]
+struct Seen {
+    tx: HashMap<&'static str, u64>,
+    rx: HashMap<&'static str, u64>,
+}
+
+#[test]
+fn record_iperf3_tells_data_from_control_by_cookie() {
+    if !common::require_root("record_iperf3_tells_data_from_control_by_cookie") {
+        return;
+    }
+    let lab = Lab::new(&LabConfig::default()).unwrap();
+    let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
+    let file = std::env::temp_dir().join(format!("tt-record-iperf3-{}.ttr", std::process::id()));
+    let receiver = lab.receiver_ip().to_string();
+    let out = bin()
+        .args(["record", "-q", "-o"])
+        .arg(&file)
+        .args([
+            "--addr",
+            &receiver,
+            "--",
+            "ip",
+            "netns",
+            "exec",
+            lab.sender_netns().name(),
+        ])
+        .args(["iperf3", "-c", &receiver, "-p", "5201", "-t", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("(command exited)"), "{stderr}");
+    drop(server);
+
+    let mut reader = TraceReader::open(&file).unwrap();
+    assert_eq!(reader.meta().command[0], "ip");
+    let mut flows = FlowTable::new();
+    let mut seen: HashMap<u64, Seen> = HashMap::new();
+    let summary = reader
+        .for_each(|ev| {
+            let Some(cookie) = flows.observe(ev) else {
+                return;
+            };
+            let entry = seen.entry(cookie).or_default();
+            let kind = ev.kind_name();
+            match ev.body {
+                Body::Sendmsg(_) | Body::DevStartXmit(_) | Body::DevXmit(_) => {
+                    *entry.tx.entry(kind).or_default() += 1
+                }
+                Body::WindowAdv(w) if w.len > 0 => *entry.tx.entry(kind).or_default() += 1,
+                Body::RxEntry(_)
+                | Body::NetifReceive(_)
+                | Body::DataReady(_)
+                | Body::CopyDatagram(_)
+                | Body::AppRead(_) => *entry.rx.entry(kind).or_default() += 1,
+                Body::TcpRcv(r) if r.len > 0 => *entry.rx.entry(kind).or_default() += 1,
+                _ => {}
+            }
+        })
+        .unwrap()
+        .clone();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(summary.lost_total(), 0);
+
+    // iperf3's client opens a control connection and a data connection to :5201.
+    let clients: Vec<_> = flows
+        .flows()
+        .into_iter()
+        .filter(|f| f.key.remote.port() == 5201)
+        .collect();
+    assert!(
+        clients.len() >= 2,
+        "expected control + data connections, got {clients:?}"
+    );
+    let (data, control) = (clients[0], clients.last().unwrap());
+    assert_ne!(data.sock_cookie, control.sock_cookie);
+    assert!(
+        data.bytes_sent > 1_000_000,
+        "data connection sent {} bytes",
+        data.bytes_sent
+    );
+    assert!(
+        data.bytes_sent > 100 * control.bytes_sent.max(1),
+        "{data:?} vs {control:?}"
+    );
+
+    // TX stages on the client's data socket, RX stages on the server's end of it.
+    let tx = &seen[&data.sock_cookie].tx;
+    for kind in ["sendmsg", "window_adv", "dev_start_xmit", "dev_xmit"] {
+        assert!(
+            tx.get(kind).copied().unwrap_or(0) > 0,
+            "no {kind} on the data connection: {tx:?}"
+        );
+    }
+    let server_end = flows
+        .peer_of(data.sock_cookie)
+        .expect("the server's socket of the data connection");
+    let rx = &seen[&server_end].rx;
+    for kind in [
+        "rx_entry",
+        "netif_receive",
+        "tcp_rcv",
+        "data_ready",
+        "copy_datagram",
+        "app_read",
+    ] {
+        assert!(
+            rx.get(kind).copied().unwrap_or(0) > 0,
+            "no {kind} on the data connection's receiver: {rx:?}"
+        );
+    }
+    // The control connection carries next to none of it.
+    let control_tx = seen
+        .get(&control.sock_cookie)
+        .map_or(0, |s| s.tx.get("dev_start_xmit").copied().unwrap_or(0));
+    assert!(
+        control_tx * 100 < tx["dev_start_xmit"],
+        "control {control_tx} vs data {}",
+        tx["dev_start_xmit"]
+    );
+}
+
+#[test]
+fn check_json_reports_this_kernel() {
+    if !common::require_root("check_json_reports_this_kernel") {
+        return;
+    }
+    let out = bin().args(["check", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let works = |family: &str| {
+        report["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["family"] == family)
+            .unwrap()["works"]
+            .as_bool()
+            .unwrap()
+    };
+    for family in ["tp_btf", "raw_tp", "tracepoint"] {
+        assert!(works(family), "{family}");
+    }
+    // Truth from the kernel itself: kprobes exist when their PMU is registered.
+    let kprobes = std::path::Path::new("/sys/bus/event_source/devices/kprobe/type").exists();
+    assert_eq!(works("kprobe"), kprobes);
+    if !works("fentry") {
+        let fentry = report["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["family"] == "fentry")
+            .unwrap();
+        assert!(fentry["error"].as_str().is_some_and(|e| !e.is_empty()));
+    }
+    let plan = report["plan"]["probes"].as_array().unwrap();
+    assert!(plan
+        .iter()
+        .any(|p| p["kind"] == "window_adv" && !p["backend"].is_null()));
+    assert_eq!(
+        report["kernel"].as_str().unwrap(),
+        tenge_trace::trace_file::kernel_release()
+    );
+}
+
+#[test]
+fn unprivileged_runs_fail_clearly() {
+    if !common::require_root("unprivileged_runs_fail_clearly") {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let out = bin()
+        .args(["check"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not usable"));
+    let file = std::env::temp_dir().join("tt-never-written.ttr");
+    let out = bin()
+        .args(["record", "--duration", "1", "-o"])
+        .arg(&file)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("root") || err.contains("CAP_BPF"), "{err}");
+    assert!(
+        !file.exists(),
+        "nothing is written when tracing cannot start"
+    );
+}
+
+#[test]
+fn bad_input_is_refused() {
+    let out = bin()
+        .args([
+            "record",
+            "-o",
+            "/tmp/tt-x.ttr",
+            "--netns",
+            "no-such-namespace-here",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Unprivileged, the privilege check comes first; as root, the namespace is named.
+    assert!(
+        err.contains("no-such-namespace-here") || err.contains("root"),
+        "{err}"
+    );
+    let out = bin()
+        .args(["lab", "--scenario", "no-such-scenario"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-scenario"));
+}
