@@ -64,7 +64,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         },
         ..TracerOptions::default()
     };
-    let run = run_traced(
+    let run = match run_traced(
         &lab,
         &cfg,
         options,
@@ -88,7 +88,15 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         },
-    )?;
+    ) {
+        Ok(run) => run,
+        Err(err) if flags.interrupted() => {
+            // Nothing to report yet; the namespaces go with `lab`.
+            eprintln!("tenge-trace lab: interrupted before the transfer got going ({err:#})");
+            return Ok(ExitCode::from(130));
+        }
+        Err(err) => return Err(err),
+    };
     if let Some(err) = write_error {
         return Err(err.into());
     }
