@@ -156,3 +156,42 @@ fn recorded_windows_match_the_wire_and_mss_matches_ss() {
     // And the numbers are the ones MTU 9000 with timestamps implies: 9000 - 20 - 20 - 12.
     assert_eq!(rx.rcv_mss, 8948);
 }
+
+#[test]
+fn a_full_ring_buffer_counts_what_it_drops() {
+    if !common::require_root("a_full_ring_buffer_counts_what_it_drops") {
+        return;
+    }
+    // One page of ring for a fast transfer: most events cannot be queued.
+    let cfg = LabConfig {
+        bytes: 32 << 20,
+        ..LabConfig::default()
+    };
+    let lab = Lab::new(&cfg).unwrap();
+    let options = TracerOptions {
+        ring_bytes: 4096,
+        ..TracerOptions::default()
+    };
+    let mut received = 0u64;
+    let run = run_traced(
+        &lab,
+        &cfg,
+        options,
+        &AtomicBool::new(false),
+        |_| received += 1,
+        |_| {},
+        |_| {},
+    )
+    .unwrap();
+    assert!(run.transfer.completed);
+    assert_eq!(received, run.stats.events);
+    let lost = run.stats.lost_total();
+    assert!(
+        lost > 0,
+        "a 4 KiB ring should overflow ({received} events received)"
+    );
+    // Counted per kind; the data path's kinds are among them.
+    let window_adv = tenge_trace::abi::tt_kind::TT_KIND_WINDOW_ADV as usize;
+    assert!(run.stats.lost[window_adv] > 0, "{:?}", run.stats.lost);
+    eprintln!("received {received}, lost {lost}: {:?}", run.stats.lost);
+}

@@ -2,6 +2,8 @@
 //! by the test itself, filtered on its own ephemeral port so that parallel
 //! tests and other traffic do not interfere.
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -13,18 +15,8 @@ use tenge_trace::collector::Collector;
 use tenge_trace::event::{tcp_flags, Body, Event};
 use tenge_trace::probe::{check, Backend, Filters, Tracer, TracerOptions};
 
-/// Skips (returns false) when not root, unless CI is set: then it fails.
 fn require_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but the BPF tests need root"
-    );
-    eprintln!("skipping: BPF tests need root");
-    false
+    common::require_root("probes")
 }
 
 const TRANSFER_BYTES: usize = 4 << 20;
