@@ -3,7 +3,8 @@
 //! the kernel actually stored and sent.
 
 use super::kernel::{
-    round_down_to, select_window, PriorOffer, ReceiveState, Rule, Selection, ICSK_ACK_NOMEM,
+    round_down_to, select_window, select_window_backlog_bounded, PriorOffer, ReceiveState, Rule,
+    Selection, ICSK_ACK_NOMEM,
 };
 use super::TimeWeighted;
 use crate::event::{tcp_flags, tt_window_adv};
@@ -13,7 +14,9 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WindowClass {
-    /// `rcv_wscale == 0`: free space rounded down to `rcv_mss` (or a previous offer kept); bytes lost = free − window.
+    /// `rcv_wscale == 0`: free space (after the `rcv_ssthresh` cap) rounded
+    /// down to `rcv_mss`, or an earlier such window kept while within one MSS
+    /// of it; bytes lost = that space − window.
     MssRounded,
     /// `rcv_wscale > 0`: free space aligned to `1 << wscale`.
     WscaleAligned,
@@ -25,7 +28,8 @@ pub enum WindowClass {
     NeverShrinkResidual,
     /// The 16-bit header cut the stored window to `65535 << wscale`.
     Clamped65535,
-    /// Capped by `rcv_ssthresh`/`window_clamp`, or nothing lost.
+    /// Nothing lost to rounding: the space was a whole number of MSS, or a
+    /// scaled window was cut to `rcv_ssthresh` (the soft cap, grown by the kernel).
     Unconstrained,
 }
 
@@ -77,28 +81,40 @@ enum Verdict {
     /// path does that; its flag is usually cleared by `tcp_event_ack_sent()`
     /// before `net_dev_queue` fires, so it is inferred.
     NomemInferred,
+    /// Matches once `sk_backlog.len` is taken as an upper bound (it grew on
+    /// another CPU between the selection and `net_dev_queue`).
+    BacklogGrew,
     /// The previous offer was not seen (first event of a socket traced mid-connection).
     Unverified,
     Mismatch,
 }
 
 fn classify(sel: &Selection) -> (WindowClass, u64) {
-    let free = sel.free_space.max(0) as u64;
-    let rounded = |stored: u32| free.saturating_sub(u64::from(stored));
+    let short_of = |base: i64, window: u32| (base.max(0) as u64).saturating_sub(u64::from(window));
     if sel.nomem {
         (WindowClass::MemPressureZero, 0)
     } else if sel.header < sel.stored {
-        (WindowClass::Clamped65535, rounded(sel.header))
+        (
+            WindowClass::Clamped65535,
+            short_of(sel.free_space, sel.header),
+        )
     } else if sel.never_shrink {
         (WindowClass::NeverShrinkResidual, 0)
     } else if sel.proposed == 0 {
         (WindowClass::SwsZero, 0)
     } else {
+        // The rounding's own loss: from what it started from (after the
+        // rcv_ssthresh cap) to the window. A window kept by the hysteresis is
+        // the MSS rounding too: it stays while within one MSS of the space.
+        let rounding_loss = short_of(sel.offerable, sel.stored);
         match sel.rule {
-            Rule::MssRoundDown | Rule::KeptPrevious if rounded(sel.stored) > 0 => {
-                (WindowClass::MssRounded, rounded(sel.stored))
+            Rule::MssRoundDown | Rule::KeptPrevious if rounding_loss > 0 => {
+                (WindowClass::MssRounded, rounding_loss)
             }
-            Rule::WscaleAlign => (WindowClass::WscaleAligned, rounded(sel.stored)),
+            Rule::WscaleAlign if !sel.capped => (
+                WindowClass::WscaleAligned,
+                short_of(sel.free_space, sel.stored),
+            ),
             _ => (WindowClass::Unconstrained, 0),
         }
     }
@@ -118,6 +134,9 @@ pub struct ReceiveWindow {
     pub model_mismatches: u64,
     pub model_unverified: u64,
     pub nomem_inferred: u64,
+    /// Windows explained only with less backlog than recorded: `sk_backlog.len`
+    /// grew on another CPU after the selection (counted apart from mismatches).
+    pub backlog_grew: u64,
     /// Time-weighted means: free space, advertised window, what the sender can
     /// use of it in whole segments of its MSS, and the bytes lost to rounding/clamping.
     pub mean_free_space: f64,
@@ -214,6 +233,11 @@ impl ReceiverSide {
         let mut selection = select_window(&state, prior);
         let verdict = if selection.stored == w.rcv_wnd && selection.header == w.window {
             Verdict::Match
+        } else if let Some(sel) = select_window_backlog_bounded(&state, prior, w.rcv_wnd)
+            .filter(|sel| sel.header == w.window)
+        {
+            selection = sel;
+            Verdict::BacklogGrew
         } else if w.window == 0 && w.rcv_wnd == 0 {
             selection = select_window(
                 &ReceiveState {
@@ -259,6 +283,7 @@ impl ReceiverSide {
         match verdict {
             Verdict::Match => {}
             Verdict::NomemInferred => r.nomem_inferred += 1,
+            Verdict::BacklogGrew => r.backlog_grew += 1,
             Verdict::Unverified => r.model_unverified += 1,
             Verdict::Mismatch => r.model_mismatches += 1,
         }
