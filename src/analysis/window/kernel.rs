@@ -243,8 +243,8 @@ fn select_with_free(s: &ReceiveState, free: i64, prior: Option<PriorOffer>) -> S
 /// through the backlog) softirq on another CPU keeps appending to it, so the
 /// recorded value is only an upper bound of what `tcp_space()` subtracted.
 /// (Nothing else the selection reads changes without the socket lock.)
-/// Returns the selection with the largest backlog `<= s.sk_backlog_len` that
-/// stores `rcv_wnd`, None if there is none.
+/// Returns the selection with the smallest backlog (most free space) that
+/// stores `rcv_wnd`, None if no backlog `<= s.sk_backlog_len` does.
 pub fn select_window_backlog_bounded(
     s: &ReceiveState,
     prior: Option<PriorOffer>,
@@ -254,23 +254,28 @@ pub fn select_window_backlog_bounded(
         return None;
     }
     let prior_rcv_wnd = prior.map_or(0, |p| p.rcv_wnd);
+    let proposed = |free| select_proposal(s, free, prior_rcv_wnd).proposed;
     // The proposal does not decrease with free space (tested below), so the
-    // least free space whose proposal reaches `rcv_wnd` is found by bisection;
-    // never-shrink only lifts proposals below the old offer, which the
-    // recorded (smallest) free space already covers.
+    // most free space whose proposal stays at or below `rcv_wnd` is found by
+    // bisection; never-shrink only lifts proposals below the old offer, which
+    // the recorded (least) free space already covers.
     let (mut lo, mut hi) = (free_space(s, s.sk_backlog_len), free_space(s, 0));
-    if select_proposal(s, hi, prior_rcv_wnd).proposed < rcv_wnd {
+    if proposed(lo) > rcv_wnd {
         return None;
     }
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if select_proposal(s, mid, prior_rcv_wnd).proposed < rcv_wnd {
-            lo = mid + 1;
-        } else {
-            hi = mid;
+    if proposed(hi) > rcv_wnd {
+        // proposed(lo) <= rcv_wnd < proposed(hi)
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if proposed(mid) > rcv_wnd {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
         }
+        hi = lo;
     }
-    Some(select_with_free(s, lo, prior)).filter(|sel| sel.stored == rcv_wnd)
+    Some(select_with_free(s, hi, prior)).filter(|sel| sel.stored == rcv_wnd)
 }
 
 /// The window a peer reads from the header, in bytes: the 16-bit field holds
@@ -521,15 +526,27 @@ mod tests {
         // (32768 − 12416) · 229 >> 8 = 18205 → rounddown(18205, 1448) = 12 · 1448 = 17376.
         let sel = select_window(&s, prior);
         assert_eq!((sel.free_space, sel.stored), (18205, 17376));
-        // 23168 is kept when it lies in (offerable − 1448, offerable]: offerable
-        // ≥ 23168, i.e. space ≥ ⌈23168 · 256 / 229⌉ = 25900, backlog ≤ 32768 − 25900 = 6868.
-        let sel = select_window_backlog_bounded(&s, prior, 23168).unwrap();
-        assert_eq!(
-            (sel.free_space, sel.rule, sel.stored, sel.header),
-            (23168, Rule::KeptPrevious, 23168, 23168)
-        );
+        // 23168 is kept while it lies in (offerable − 1448, offerable], that is
+        // for offerable 23168..=24560 (the cap): space ≥ ⌈23168 · 256 / 229⌉ =
+        // 25900, backlog ≤ 32768 − 25900 = 6868. The least backlog, 0, explains it.
         assert_eq!(win_from_space(229, 32768 - 6868), 23168);
         assert_eq!(win_from_space(229, 32768 - 6869), 23167);
+        let sel = select_window_backlog_bounded(&s, prior, 23168).unwrap();
+        assert_eq!(
+            (
+                sel.free_space,
+                sel.offerable,
+                sel.rule,
+                sel.stored,
+                sel.header
+            ),
+            (29312, 24560, Rule::KeptPrevious, 23168, 23168)
+        );
+        // 21720 = 15 · 1448 only from offerable 21720..=23167 (space 24283..=25899):
+        // the most free space is 23167, at backlog 6869.
+        let sel = select_window_backlog_bounded(&s, prior, 21720).unwrap();
+        assert_eq!((sel.free_space, sel.rule), (23167, Rule::MssRoundDown));
+        assert_eq!(win_from_space(229, 32768 - 6869), sel.free_space);
         // No backlog at all: 29312 capped to 24560, 23168 kept; more is impossible.
         assert_eq!(select_window_backlog_bounded(&s, prior, 24616), None);
         // Nor a value between the rounding steps.

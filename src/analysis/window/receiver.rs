@@ -411,6 +411,69 @@ mod tests {
         assert_eq!((r.classes.sws_zero, r.classes.clamped_65535), (1, 1));
     }
 
+    /// Measured (mss-clamp scenario, SO_RCVBUF 33000 → sk_rcvbuf 66000, ratio
+    /// 234): full space 66000 · 234 >> 8 = 60328, rcv_ssthresh stuck at 58920.
+    fn mss_clamp_adv(rcv_ssthresh: u32, rcv_nxt: u32, rcv_wnd: u32) -> tt_window_adv {
+        tt_window_adv {
+            sk_rcvbuf: 66000,
+            window_clamp: 60328,
+            rcv_ssthresh,
+            ..adv(0, 0, rcv_nxt, rcv_wnd, rcv_wnd)
+        }
+    }
+
+    #[test]
+    fn mss_rounding_after_the_ssthresh_cap() {
+        let mut rx = ReceiverSide::default();
+        // Empty queue: free 60328, cut to 58920, rounddown(58920, 8948) = 6 · 8948 = 53688.
+        let c = rx
+            .on_window_adv(0, &mss_clamp_adv(58920, 1000, 53688), 8948)
+            .unwrap();
+        assert_eq!(
+            (c.class, c.lost, c.free),
+            (WindowClass::MssRounded, 58920 - 53688, 60328)
+        );
+        assert_eq!(c.selection.rule, Rule::MssRoundDown);
+        // The offer used up, same state: 53688 lies in (58920 − 8948, 58920], kept.
+        let c = rx
+            .on_window_adv(1, &mss_clamp_adv(58920, 1000 + 53688, 53688), 8948)
+            .unwrap();
+        assert_eq!((c.class, c.lost), (WindowClass::MssRounded, 5232));
+        assert_eq!(c.selection.rule, Rule::KeptPrevious);
+        // rcv_ssthresh 44740 = 5 · 8948: the cap decides, rounding loses nothing.
+        let c = rx
+            .on_window_adv(2, &mss_clamp_adv(44740, 1000 + 2 * 53688, 44740), 8948)
+            .unwrap();
+        assert_eq!((c.class, c.lost), (WindowClass::Unconstrained, 0));
+        let r = rx.report(3);
+        assert_eq!(
+            (r.mss_rounded_count, r.mss_rounding_bytes_lost),
+            (2, 2 * 5232)
+        );
+        assert_eq!(r.model_mismatches, 0);
+    }
+
+    #[test]
+    fn backlog_grown_after_the_selection_is_not_a_mismatch() {
+        let mut rx = ReceiverSide::default();
+        rx.on_window_adv(0, &mss_clamp_adv(58920, 1000, 53688), 8948);
+        // 9780 B of backlog (one skb) read at net_dev_queue: free 51388, which
+        // would give 5 · 8948 = 44740; 53688 stored means the backlog came later.
+        let mut w = mss_clamp_adv(58920, 1000 + 53688, 53688);
+        w.sk_backlog_len = 9780;
+        let c = rx.on_window_adv(1, &w, 8948).unwrap();
+        assert_eq!(
+            (c.class, c.selection.rule),
+            (WindowClass::MssRounded, Rule::KeptPrevious)
+        );
+        // A window no backlog ≤ 9780 explains (7 · 8948 > the 58920 cap) stays a mismatch.
+        let mut w = mss_clamp_adv(58920, 1000 + 2 * 53688, 62636);
+        w.sk_backlog_len = 9780;
+        rx.on_window_adv(2, &w, 8948);
+        let r = rx.report(3);
+        assert_eq!((r.backlog_grew, r.model_mismatches), (1, 1));
+    }
+
     #[test]
     fn residual_needs_the_previous_event() {
         let mut rx = ReceiverSide::default();
