@@ -11,7 +11,7 @@ use crate::event::{tcp_flags, tt_window_adv};
 use serde::Serialize;
 
 /// Why an advertised window has the value it has.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WindowClass {
     /// `rcv_wscale == 0`: free space (after the `rcv_ssthresh` cap) rounded
@@ -60,7 +60,7 @@ impl ClassCounts {
 
 /// One advertised window, explained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Classified {
+pub struct Classified {
     pub class: WindowClass,
     /// The recomputation, as the kernel would have done it.
     pub selection: Selection,
@@ -117,6 +117,20 @@ fn classify(sel: &Selection) -> (WindowClass, u64) {
             ),
             _ => (WindowClass::Unconstrained, 0),
         }
+    }
+}
+
+/// The classification the report counts, one window at a time: feed one
+/// socket's `window_adv` events in order (to check each against the wire).
+#[derive(Debug, Default)]
+pub struct WindowClassifier {
+    side: ReceiverSide,
+}
+
+impl WindowClassifier {
+    /// None for SYNs (their window comes from `tcp_select_initial_window()`).
+    pub fn classify(&mut self, w: &tt_window_adv) -> Option<Classified> {
+        self.side.on_window_adv(0, w, 0)
     }
 }
 
