@@ -89,15 +89,15 @@ pub enum Rule {
     /// Free space below half the full space and below `rcv_mss`, `allowed/16`
     /// (or `1 << wscale` on the shrink path): the SWS-avoidance zero.
     SwsZero,
-    /// Free space above `rcv_ssthresh`: the soft cap decided.
-    SsthreshCap,
-    /// `rcv_wscale > 0`: free space aligned to the scale unit.
+    /// `rcv_wscale > 0`: the offerable space aligned to the scale unit (up,
+    /// or down on the `tcp_shrink_window` path).
     WscaleAlign,
-    /// `rcv_wscale == 0`: `rounddown(free_space, mss)`.
+    /// `rcv_wscale == 0`: `rounddown(offerable, mss)`.
     MssRoundDown,
-    /// `rcv_wscale == 0`: the previous `rcv_wnd` is within one MSS below free space, kept.
+    /// `rcv_wscale == 0`: the previous `rcv_wnd` is within one MSS below the
+    /// offerable space, kept (the hysteresis of the MSS rounding).
     KeptPrevious,
-    /// `rcv_wscale == 0` and `mss == full_space`: the whole free space.
+    /// `rcv_wscale == 0` and `mss == full_space`: the whole offerable space.
     MssIsFullSpace,
 }
 
@@ -112,6 +112,11 @@ pub struct Selection {
     pub full_space: i64,
     /// `rcv_mss` clipped to `full_space`.
     pub mss: i64,
+    /// What the final rounding or alignment started from: the free space,
+    /// rounded down to the scale unit under pressure, cut to `rcv_ssthresh`.
+    pub offerable: i64,
+    /// `rcv_ssthresh` (the soft cap) was below the free space and cut it.
+    pub capped: bool,
     /// `__tcp_select_window()`'s result and the rule behind it.
     pub proposed: u32,
     pub rule: Rule,
@@ -127,62 +132,83 @@ pub struct Selection {
     pub header: u32,
 }
 
-/// `__tcp_select_window()`. `prior_rcv_wnd` is `tp->rcv_wnd` before the
-/// selection (used by the `rcv_wscale == 0` hysteresis).
-fn select_proposal(s: &ReceiveState, prior_rcv_wnd: u32) -> (i64, i64, i64, i64, i64, Rule) {
-    let free0 = win_from_space(
+/// `tcp_space()` of a state, with `backlog` in place of `sk_backlog.len`.
+fn free_space(s: &ReceiveState, backlog: u32) -> i64 {
+    win_from_space(
         s.scaling_ratio,
-        i64::from(s.sk_rcvbuf) - i64::from(s.sk_backlog_len) - i64::from(s.sk_rmem_alloc),
-    );
+        i64::from(s.sk_rcvbuf) - i64::from(backlog) - i64::from(s.sk_rmem_alloc),
+    )
+}
+
+/// `__tcp_select_window()` on `free` bytes of free space. `prior_rcv_wnd` is
+/// `tp->rcv_wnd` before the selection (used by the `rcv_wscale == 0` hysteresis).
+fn select_proposal(s: &ReceiveState, free: i64, prior_rcv_wnd: u32) -> Selection {
     let allowed = win_from_space(s.scaling_ratio, i64::from(s.sk_rcvbuf));
     let full = i64::from(s.window_clamp as i32).min(allowed);
     let unit = 1i64 << s.rcv_wscale;
     let ssthresh = i64::from(s.rcv_ssthresh);
     let mss = i64::from(s.rcv_mss as i32).min(full);
-    let done = |window: i64, rule| (free0, allowed, full, mss, window, rule);
+    let mut sel = Selection {
+        free_space: free,
+        allowed_space: allowed,
+        full_space: full,
+        mss,
+        offerable: free,
+        capped: false,
+        proposed: 0,
+        rule: Rule::NoSpace,
+        cur_win: None,
+        never_shrink: false,
+        nomem: false,
+        stored: 0,
+        header: 0,
+    };
     if mss <= 0 {
-        return done(0, Rule::NoSpace);
+        return sel;
     }
-    let mut free = free0;
-    if s.shrink_window && s.rcv_wscale > 0 {
-        free = round_down_pow2(free, unit);
-        if free < full >> 1 && (free < allowed >> 4 || free < mss || free < unit) {
-            return done(0, Rule::SwsZero);
-        }
-        if free > ssthresh {
-            return done(
-                align_up_pow2(ssthresh as u64, unit as u64) as i64,
-                Rule::SsthreshCap,
-            );
-        }
-        return done(free, Rule::WscaleAlign);
+    let shrink_path = s.shrink_window && s.rcv_wscale > 0;
+    let mut offerable = free;
+    if shrink_path {
+        offerable = round_down_pow2(offerable, unit);
     }
-    if free < full >> 1 {
-        free = round_down_pow2(free, unit);
-        if free < allowed >> 4 || free < mss {
-            return done(0, Rule::SwsZero);
+    if offerable < full >> 1 {
+        offerable = round_down_pow2(offerable, unit);
+        if offerable < allowed >> 4 || offerable < mss || (shrink_path && offerable < unit) {
+            sel.rule = Rule::SwsZero;
+            return sel;
         }
     }
-    let capped = free > ssthresh;
-    if capped {
-        free = ssthresh;
+    sel.capped = offerable > ssthresh;
+    if sel.capped {
+        offerable = ssthresh;
     }
-    let (window, rule) = if s.rcv_wscale > 0 {
+    sel.offerable = offerable;
+    let (window, rule) = if shrink_path {
+        // Down to the unit already; only the ssthresh cap is aligned up.
+        let window = if sel.capped {
+            align_up_pow2(offerable as u64, unit as u64) as i64
+        } else {
+            offerable
+        };
+        (window, Rule::WscaleAlign)
+    } else if s.rcv_wscale > 0 {
         (
-            align_up_pow2(free as u64, unit as u64) as i64,
+            align_up_pow2(offerable as u64, unit as u64) as i64,
             Rule::WscaleAlign,
         )
     } else {
         let kept = i64::from(prior_rcv_wnd as i32);
-        if kept <= free - mss || kept > free {
-            (free - free % mss, Rule::MssRoundDown)
-        } else if mss == full && free > kept + (full >> 1) {
-            (free, Rule::MssIsFullSpace)
+        if kept <= offerable - mss || kept > offerable {
+            (offerable - offerable % mss, Rule::MssRoundDown)
+        } else if mss == full && offerable > kept + (full >> 1) {
+            (offerable, Rule::MssIsFullSpace)
         } else {
             (kept, Rule::KeptPrevious)
         }
     };
-    done(window, if capped { Rule::SsthreshCap } else { rule })
+    sel.proposed = window.clamp(0, i64::from(u32::MAX)) as u32;
+    sel.rule = rule;
+    sel
 }
 
 /// `tcp_select_window()` around `__tcp_select_window()`: the NOMEM zero, the
@@ -190,36 +216,66 @@ fn select_proposal(s: &ReceiveState, prior_rcv_wnd: u32) -> (i64, i64, i64, i64,
 /// `prior` is the previous selection's stored offer; None when it was not seen,
 /// in which case the never-shrink rule cannot be applied.
 pub fn select_window(s: &ReceiveState, prior: Option<PriorOffer>) -> Selection {
-    let (free_space, allowed_space, full_space, mss, proposed, rule) =
-        select_proposal(s, prior.map_or(0, |p| p.rcv_wnd));
-    let proposed = proposed.clamp(0, i64::from(u32::MAX)) as u32;
-    let cur_win = prior.map(|p| p.remaining(s.rcv_nxt));
-    let unit = 1u64 << s.rcv_wscale;
-    let mut sel = Selection {
-        free_space,
-        allowed_space,
-        full_space,
-        mss,
-        proposed,
-        rule,
-        cur_win,
-        never_shrink: false,
-        nomem: s.nomem,
-        stored: proposed,
-        header: 0,
-    };
+    select_with_free(s, free_space(s, s.sk_backlog_len), prior)
+}
+
+fn select_with_free(s: &ReceiveState, free: i64, prior: Option<PriorOffer>) -> Selection {
+    let mut sel = select_proposal(s, free, prior.map_or(0, |p| p.rcv_wnd));
+    sel.cur_win = prior.map(|p| p.remaining(s.rcv_nxt));
+    sel.nomem = s.nomem;
     if s.nomem {
-        sel.stored = 0;
         return sel;
     }
-    if let Some(cur) = cur_win {
-        if proposed < cur && (!s.shrink_window || s.rcv_wscale == 0) {
+    sel.stored = sel.proposed;
+    if let Some(cur) = sel.cur_win {
+        if sel.proposed < cur && (!s.shrink_window || s.rcv_wscale == 0) {
             sel.never_shrink = true;
-            sel.stored = align_up_pow2(u64::from(cur), unit) as u32;
+            sel.stored = align_up_pow2(u64::from(cur), 1 << s.rcv_wscale) as u32;
         }
     }
     sel.header = header_window(sel.stored, s.rcv_wscale);
     sel
+}
+
+/// The selection that stored `rcv_wnd`, allowing for a backlog that grew
+/// after it: `sk_backlog.len` is read at `net_dev_queue`, and when the owner
+/// sends from process context (after a read, or while `release_sock()` works
+/// through the backlog) softirq on another CPU keeps appending to it, so the
+/// recorded value is only an upper bound of what `tcp_space()` subtracted.
+/// (Nothing else the selection reads changes without the socket lock.)
+/// Returns the selection with the smallest backlog (most free space) that
+/// stores `rcv_wnd`, None if no backlog `<= s.sk_backlog_len` does.
+pub fn select_window_backlog_bounded(
+    s: &ReceiveState,
+    prior: Option<PriorOffer>,
+    rcv_wnd: u32,
+) -> Option<Selection> {
+    if s.nomem {
+        return None;
+    }
+    let prior_rcv_wnd = prior.map_or(0, |p| p.rcv_wnd);
+    let proposed = |free| select_proposal(s, free, prior_rcv_wnd).proposed;
+    // The proposal does not decrease with free space (tested below), so the
+    // most free space whose proposal stays at or below `rcv_wnd` is found by
+    // bisection; never-shrink only lifts proposals below the old offer, which
+    // the recorded (least) free space already covers.
+    let (mut lo, mut hi) = (free_space(s, s.sk_backlog_len), free_space(s, 0));
+    if proposed(lo) > rcv_wnd {
+        return None;
+    }
+    if proposed(hi) > rcv_wnd {
+        // proposed(lo) <= rcv_wnd < proposed(hi)
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if proposed(mid) > rcv_wnd {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi = lo;
+    }
+    Some(select_with_free(s, hi, prior)).filter(|sel| sel.stored == rcv_wnd)
 }
 
 /// The window a peer reads from the header, in bytes: the 16-bit field holds
@@ -357,7 +413,10 @@ mod tests {
         // ssthresh 50001 → ALIGN(50001, 8) = 50008.
         s.rcv_ssthresh = 50001;
         let sel = select_window(&s, None);
-        assert_eq!((sel.proposed, sel.rule), (50008, Rule::SsthreshCap));
+        assert_eq!(
+            (sel.proposed, sel.rule, sel.capped, sel.offerable),
+            (50008, Rule::WscaleAlign, true, 50001)
+        );
     }
 
     #[test]
@@ -369,7 +428,11 @@ mod tests {
         s.rcv_ssthresh = 85000;
         let sel = select_window(&s, prior(0, 0));
         assert_eq!(sel.free_space, 89643);
-        assert_eq!((sel.proposed, sel.rule), (80532, Rule::SsthreshCap));
+        // The cap comes first, the MSS rounding still applies after it.
+        assert_eq!(
+            (sel.proposed, sel.rule, sel.capped, sel.offerable),
+            (80532, Rule::MssRoundDown, true, 85000)
+        );
         assert_eq!((sel.stored, sel.header), (80532, 65535));
         // With ws 2 the cap is 65535 << 2 = 262140, no clamp.
         assert_eq!(header_window(80532, 2), 80532);
@@ -400,6 +463,94 @@ mod tests {
         // No buffer: window_clamp 0 → full 0 → zero.
         s.window_clamp = 0;
         assert_eq!(select_window(&s, None).rule, Rule::NoSpace);
+    }
+
+    /// `select_window_backlog_bounded` bisects on this: for every branch the
+    /// proposal does not decrease as free space grows.
+    #[test]
+    fn proposal_never_decreases_with_free_space() {
+        let mut states = Vec::new();
+        for wscale in [0, 1, 3] {
+            for shrink_window in [false, true] {
+                for rcv_ssthresh in [119808, 50001, 26844] {
+                    states.push(ReceiveState {
+                        rcv_wscale: wscale,
+                        shrink_window,
+                        rcv_ssthresh,
+                        ..measured(0, wscale)
+                    });
+                }
+            }
+        }
+        // mss == full_space: the MssIsFullSpace branch.
+        states.push(ReceiveState {
+            window_clamp: 8000,
+            rcv_ssthresh: 8000,
+            ..measured(0, 0)
+        });
+        for s in &states {
+            for prior in [0, 3000, 20000, 26844, 53688, 62636] {
+                let mut last = 0;
+                for free in (-1000..130_000).step_by(7) {
+                    let p = select_proposal(s, free, prior).proposed;
+                    assert!(
+                        p >= last,
+                        "{s:?} prior {prior}: free {free} gives {p} < {last}"
+                    );
+                    last = p;
+                }
+            }
+        }
+    }
+
+    /// Measured (rwnd-limited scenario, MTU 1500, SO_RCVBUF 16384): the ACK
+    /// carried 23168 = 16 × 1448 while the state read at net_dev_queue gives
+    /// 17376, because 12416 B of backlog arrived on the other CPU in between.
+    #[test]
+    fn backlog_that_grew_after_the_selection() {
+        let s = ReceiveState {
+            sk_rcvbuf: 32768,
+            sk_backlog_len: 12416,
+            scaling_ratio: 229,
+            window_clamp: 29312,
+            rcv_ssthresh: 24560,
+            rcv_mss: 1448,
+            rcv_nxt: 1_000_000,
+            ..Default::default()
+        };
+        // The previous offer 23168 has 11584 B left.
+        let prior = Some(PriorOffer {
+            rcv_wnd: 23168,
+            rcv_wup: 1_000_000 + 11584 - 23168,
+        });
+        // (32768 − 12416) · 229 >> 8 = 18205 → rounddown(18205, 1448) = 12 · 1448 = 17376.
+        let sel = select_window(&s, prior);
+        assert_eq!((sel.free_space, sel.stored), (18205, 17376));
+        // 23168 is kept while it lies in (offerable − 1448, offerable], that is
+        // for offerable 23168..=24560 (the cap): space ≥ ⌈23168 · 256 / 229⌉ =
+        // 25900, backlog ≤ 32768 − 25900 = 6868. The least backlog, 0, explains it.
+        assert_eq!(win_from_space(229, 32768 - 6868), 23168);
+        assert_eq!(win_from_space(229, 32768 - 6869), 23167);
+        let sel = select_window_backlog_bounded(&s, prior, 23168).unwrap();
+        assert_eq!(
+            (
+                sel.free_space,
+                sel.offerable,
+                sel.rule,
+                sel.stored,
+                sel.header
+            ),
+            (29312, 24560, Rule::KeptPrevious, 23168, 23168)
+        );
+        // 21720 = 15 · 1448 only from offerable 21720..=23167 (space 24283..=25899):
+        // the most free space is 23167, at backlog 6869.
+        let sel = select_window_backlog_bounded(&s, prior, 21720).unwrap();
+        assert_eq!((sel.free_space, sel.rule), (23167, Rule::MssRoundDown));
+        assert_eq!(win_from_space(229, 32768 - 6869), sel.free_space);
+        // No backlog at all: 29312 capped to 24560, 23168 kept; more is impossible.
+        assert_eq!(select_window_backlog_bounded(&s, prior, 24616), None);
+        // Nor a value between the rounding steps.
+        assert_eq!(select_window_backlog_bounded(&s, prior, 20000), None);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub mod stalls;
 pub use advice::{Advice, MtuOption};
 pub use alerts::{Alert, AlertKind};
 pub use limits::{KernelChrono, LimitFractions, LimitsReport};
-pub use receiver::{ClassCounts, ReceiveWindow, WindowClass};
+pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowClassifier};
 pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 

@@ -3,17 +3,20 @@
 //! the kernel actually stored and sent.
 
 use super::kernel::{
-    round_down_to, select_window, PriorOffer, ReceiveState, Rule, Selection, ICSK_ACK_NOMEM,
+    round_down_to, select_window, select_window_backlog_bounded, PriorOffer, ReceiveState, Rule,
+    Selection, ICSK_ACK_NOMEM,
 };
 use super::TimeWeighted;
 use crate::event::{tcp_flags, tt_window_adv};
 use serde::Serialize;
 
 /// Why an advertised window has the value it has.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WindowClass {
-    /// `rcv_wscale == 0`: free space rounded down to `rcv_mss` (or a previous offer kept); bytes lost = free − window.
+    /// `rcv_wscale == 0`: free space (after the `rcv_ssthresh` cap) rounded
+    /// down to `rcv_mss`, or an earlier such window kept while within one MSS
+    /// of it; bytes lost = that space − window.
     MssRounded,
     /// `rcv_wscale > 0`: free space aligned to `1 << wscale`.
     WscaleAligned,
@@ -25,7 +28,8 @@ pub enum WindowClass {
     NeverShrinkResidual,
     /// The 16-bit header cut the stored window to `65535 << wscale`.
     Clamped65535,
-    /// Capped by `rcv_ssthresh`/`window_clamp`, or nothing lost.
+    /// Nothing lost to rounding: the space was a whole number of MSS, or a
+    /// scaled window was cut to `rcv_ssthresh` (the soft cap, grown by the kernel).
     Unconstrained,
 }
 
@@ -56,7 +60,7 @@ impl ClassCounts {
 
 /// One advertised window, explained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Classified {
+pub struct Classified {
     pub class: WindowClass,
     /// The recomputation, as the kernel would have done it.
     pub selection: Selection,
@@ -77,30 +81,56 @@ enum Verdict {
     /// path does that; its flag is usually cleared by `tcp_event_ack_sent()`
     /// before `net_dev_queue` fires, so it is inferred.
     NomemInferred,
+    /// Matches once `sk_backlog.len` is taken as an upper bound (it grew on
+    /// another CPU between the selection and `net_dev_queue`).
+    BacklogGrew,
     /// The previous offer was not seen (first event of a socket traced mid-connection).
     Unverified,
     Mismatch,
 }
 
 fn classify(sel: &Selection) -> (WindowClass, u64) {
-    let free = sel.free_space.max(0) as u64;
-    let rounded = |stored: u32| free.saturating_sub(u64::from(stored));
+    let short_of = |base: i64, window: u32| (base.max(0) as u64).saturating_sub(u64::from(window));
     if sel.nomem {
         (WindowClass::MemPressureZero, 0)
     } else if sel.header < sel.stored {
-        (WindowClass::Clamped65535, rounded(sel.header))
+        (
+            WindowClass::Clamped65535,
+            short_of(sel.free_space, sel.header),
+        )
     } else if sel.never_shrink {
         (WindowClass::NeverShrinkResidual, 0)
     } else if sel.proposed == 0 {
         (WindowClass::SwsZero, 0)
     } else {
+        // The rounding's own loss: from what it started from (after the
+        // rcv_ssthresh cap) to the window. A window kept by the hysteresis is
+        // the MSS rounding too: it stays while within one MSS of the space.
+        let rounding_loss = short_of(sel.offerable, sel.stored);
         match sel.rule {
-            Rule::MssRoundDown | Rule::KeptPrevious if rounded(sel.stored) > 0 => {
-                (WindowClass::MssRounded, rounded(sel.stored))
+            Rule::MssRoundDown | Rule::KeptPrevious if rounding_loss > 0 => {
+                (WindowClass::MssRounded, rounding_loss)
             }
-            Rule::WscaleAlign => (WindowClass::WscaleAligned, rounded(sel.stored)),
+            Rule::WscaleAlign if !sel.capped => (
+                WindowClass::WscaleAligned,
+                short_of(sel.free_space, sel.stored),
+            ),
             _ => (WindowClass::Unconstrained, 0),
         }
+    }
+}
+
+/// The classification the report counts, one window at a time: feed one
+/// socket's `window_adv` events in order (to check each against the wire).
+#[derive(Debug, Default)]
+pub struct WindowClassifier {
+    side: ReceiverSide,
+}
+
+impl WindowClassifier {
+    /// None for SYNs (their window comes from `tcp_select_initial_window()`).
+    pub fn classify(&mut self, w: &tt_window_adv) -> Option<Classified> {
+        self.side.on_window_adv(0, w, 0)
     }
 }
 
@@ -118,6 +148,9 @@ pub struct ReceiveWindow {
     pub model_mismatches: u64,
     pub model_unverified: u64,
     pub nomem_inferred: u64,
+    /// Windows explained only with less backlog than recorded: `sk_backlog.len`
+    /// grew on another CPU after the selection (counted apart from mismatches).
+    pub backlog_grew: u64,
     /// Time-weighted means: free space, advertised window, what the sender can
     /// use of it in whole segments of its MSS, and the bytes lost to rounding/clamping.
     pub mean_free_space: f64,
@@ -214,6 +247,11 @@ impl ReceiverSide {
         let mut selection = select_window(&state, prior);
         let verdict = if selection.stored == w.rcv_wnd && selection.header == w.window {
             Verdict::Match
+        } else if let Some(sel) = select_window_backlog_bounded(&state, prior, w.rcv_wnd)
+            .filter(|sel| sel.header == w.window)
+        {
+            selection = sel;
+            Verdict::BacklogGrew
         } else if w.window == 0 && w.rcv_wnd == 0 {
             selection = select_window(
                 &ReceiveState {
@@ -259,6 +297,7 @@ impl ReceiverSide {
         match verdict {
             Verdict::Match => {}
             Verdict::NomemInferred => r.nomem_inferred += 1,
+            Verdict::BacklogGrew => r.backlog_grew += 1,
             Verdict::Unverified => r.model_unverified += 1,
             Verdict::Mismatch => r.model_mismatches += 1,
         }
@@ -384,6 +423,69 @@ mod tests {
             (0, 0, 0)
         );
         assert_eq!((r.classes.sws_zero, r.classes.clamped_65535), (1, 1));
+    }
+
+    /// Measured (mss-clamp scenario, SO_RCVBUF 33000 → sk_rcvbuf 66000, ratio
+    /// 234): full space 66000 · 234 >> 8 = 60328, rcv_ssthresh stuck at 58920.
+    fn mss_clamp_adv(rcv_ssthresh: u32, rcv_nxt: u32, rcv_wnd: u32) -> tt_window_adv {
+        tt_window_adv {
+            sk_rcvbuf: 66000,
+            window_clamp: 60328,
+            rcv_ssthresh,
+            ..adv(0, 0, rcv_nxt, rcv_wnd, rcv_wnd)
+        }
+    }
+
+    #[test]
+    fn mss_rounding_after_the_ssthresh_cap() {
+        let mut rx = ReceiverSide::default();
+        // Empty queue: free 60328, cut to 58920, rounddown(58920, 8948) = 6 · 8948 = 53688.
+        let c = rx
+            .on_window_adv(0, &mss_clamp_adv(58920, 1000, 53688), 8948)
+            .unwrap();
+        assert_eq!(
+            (c.class, c.lost, c.free),
+            (WindowClass::MssRounded, 58920 - 53688, 60328)
+        );
+        assert_eq!(c.selection.rule, Rule::MssRoundDown);
+        // The offer used up, same state: 53688 lies in (58920 − 8948, 58920], kept.
+        let c = rx
+            .on_window_adv(1, &mss_clamp_adv(58920, 1000 + 53688, 53688), 8948)
+            .unwrap();
+        assert_eq!((c.class, c.lost), (WindowClass::MssRounded, 5232));
+        assert_eq!(c.selection.rule, Rule::KeptPrevious);
+        // rcv_ssthresh 44740 = 5 · 8948: the cap decides, rounding loses nothing.
+        let c = rx
+            .on_window_adv(2, &mss_clamp_adv(44740, 1000 + 2 * 53688, 44740), 8948)
+            .unwrap();
+        assert_eq!((c.class, c.lost), (WindowClass::Unconstrained, 0));
+        let r = rx.report(3);
+        assert_eq!(
+            (r.mss_rounded_count, r.mss_rounding_bytes_lost),
+            (2, 2 * 5232)
+        );
+        assert_eq!(r.model_mismatches, 0);
+    }
+
+    #[test]
+    fn backlog_grown_after_the_selection_is_not_a_mismatch() {
+        let mut rx = ReceiverSide::default();
+        rx.on_window_adv(0, &mss_clamp_adv(58920, 1000, 53688), 8948);
+        // 9780 B of backlog (one skb) read at net_dev_queue: free 51388, which
+        // would give 5 · 8948 = 44740; 53688 stored means the backlog came later.
+        let mut w = mss_clamp_adv(58920, 1000 + 53688, 53688);
+        w.sk_backlog_len = 9780;
+        let c = rx.on_window_adv(1, &w, 8948).unwrap();
+        assert_eq!(
+            (c.class, c.selection.rule),
+            (WindowClass::MssRounded, Rule::KeptPrevious)
+        );
+        // A window no backlog ≤ 9780 explains (7 · 8948 > the 58920 cap) stays a mismatch.
+        let mut w = mss_clamp_adv(58920, 1000 + 2 * 53688, 62636);
+        w.sk_backlog_len = 9780;
+        rx.on_window_adv(2, &w, 8948);
+        let r = rx.report(3);
+        assert_eq!((r.backlog_grew, r.model_mismatches), (1, 1));
     }
 
     #[test]

@@ -1,0 +1,184 @@
+//! `tenge-trace watch` on a live lab transfer: how soon the first alert comes
+//! and that each stall is reported once. Needs root (BPF, namespaces).
+
+use serde_json::Value;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use tenge_trace::lab::capture::{self, Capture};
+use tenge_trace::lab::{Lab, Scenario};
+use tenge_trace::trace_file::TraceMeta;
+
+fn require_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run the real-kernel tests as root"
+    );
+    eprintln!("skipped: needs root (BPF, network namespaces)");
+    false
+}
+
+/// A running `watch`; interrupted (Ctrl-C, so it prints its summary) and
+/// reaped when dropped, also on a failed assertion.
+struct Watch(Option<Child>);
+
+impl Watch {
+    fn spawn(args: &[&str]) -> Watch {
+        let child = Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
+            .arg("watch")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Watch(Some(child))
+    }
+
+    /// BPF links and perf events (classic tracepoints) the process holds.
+    fn attachments(&self) -> usize {
+        let pid = self.0.as_ref().unwrap().id();
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|dir| {
+                dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                    .filter(|target| {
+                        let t = target.to_string_lossy();
+                        t.contains("bpf_link") || t.contains("perf_event")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Returns once the probes are attached: the count of attachments rose
+    /// from zero and then held for a while.
+    fn wait_attached(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (mut last, mut since) = (0, Instant::now());
+        while Instant::now() < deadline {
+            if let Some(status) = self.0.as_mut().unwrap().try_wait().unwrap() {
+                panic!("watch exited early: {status}: {:?}", self.finish());
+            }
+            let now = self.attachments();
+            if now != last {
+                (last, since) = (now, Instant::now());
+            } else if now > 0 && since.elapsed() > Duration::from_millis(300) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("watch did not attach");
+    }
+
+    fn finish(&mut self) -> Output {
+        let child = self.0.take().expect("running");
+        // SAFETY: kill(2) on our own child, not yet reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            self.finish();
+        }
+    }
+}
+
+#[test]
+fn watch_alerts_within_a_second_and_once_per_stall() {
+    if !require_root() {
+        return;
+    }
+    let cfg = Scenario::SwsStall.config();
+    let lab = Lab::new(&cfg).unwrap();
+    let addr = lab.receiver_ip().to_string();
+    let mut watch = Watch::spawn(&["--json", "--addr", &addr, "--duration", "60"]);
+    watch.wait_attached();
+    let path = std::env::temp_dir().join(format!("tt-watch-{}.pcap", std::process::id()));
+    let capture = Capture::start(
+        lab.receiver_netns().name(),
+        lab.receiver_iface(),
+        "tcp",
+        &path,
+    )
+    .unwrap();
+    let transfer = lab.run_transfer(&cfg, |_| {}).unwrap();
+    assert!(transfer.completed);
+    capture.stop().unwrap();
+    let wire = capture::read_segments(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    // The last ACKs reach the ring buffer well within this.
+    std::thread::sleep(Duration::from_millis(300));
+    let output = watch.finish();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let alerts: Vec<&Value> = lines.iter().filter(|v| v["type"] == "alert").collect();
+    let summary = lines
+        .iter()
+        .find(|v| v["type"] == "summary")
+        .expect("summary line");
+    let boot_offset_ns = TraceMeta::for_this_host().boot_offset_ns;
+    let monotonic_ns = |unix_s: f64| (unix_s * 1e9) as i64 - boot_offset_ns;
+    let periods: Vec<(i64, i64)> = capture::zero_window_periods(&wire, transfer.receiver_addr)
+        .into_iter()
+        .map(|(start, end)| (monotonic_ns(start), monotonic_ns(end)))
+        .collect();
+    let alert_ts = |a: &Value| a["ts_ns"].as_i64().unwrap();
+    for a in &alerts {
+        eprintln!("{} {} {}", alert_ts(a), a["kind"], a["message"]);
+    }
+    eprintln!("zero-window periods on the wire: {periods:?}");
+    assert!(!periods.is_empty(), "the slow reader closes the window");
+
+    // The first alert: within a second of the first zero window (and not before it).
+    let first = alerts.iter().map(|a| alert_ts(a)).min().expect("an alert");
+    let delay = first - periods[0].0;
+    eprintln!(
+        "first alert {:.1} ms after the window closed",
+        delay as f64 / 1e6
+    );
+    assert!(
+        (0..1_000_000_000).contains(&delay),
+        "first alert {delay} ns after the stall began"
+    );
+
+    // One sws_stall alert per zero-window period, raised during it.
+    const SLACK_NS: i64 = 5_000_000;
+    let stall_alerts: Vec<i64> = alerts
+        .iter()
+        .filter(|a| a["kind"] == "sws_stall")
+        .map(|a| alert_ts(a))
+        .collect();
+    for (start, end) in &periods {
+        let within = stall_alerts
+            .iter()
+            .filter(|&&t| t >= *start && t <= end + SLACK_NS)
+            .count();
+        assert_eq!(
+            within, 1,
+            "period {start}..{end}: alerts at {stall_alerts:?}"
+        );
+    }
+    assert_eq!(stall_alerts.len(), periods.len());
+    // The summary's episodes are the same ones.
+    let episodes: usize = summary["report"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["window"]["sws_stalls"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(episodes, periods.len());
+}

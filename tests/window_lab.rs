@@ -1,0 +1,355 @@
+//! The window analyses on real lab transfers, against the wire (tcpdump on the
+//! receiver's veth) and the kernel's own accounting (`ss -ti`). Needs root.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Mutex, MutexGuard};
+use tenge_trace::analysis::window::{
+    Alert, AlertKind, FlowWindowReport, WindowClass, WindowClassifier,
+};
+use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, Report};
+use tenge_trace::event::{tt_window_adv, Body, Event};
+use tenge_trace::lab::capture::{self, Capture, WireSegment};
+use tenge_trace::lab::traced::run_traced;
+use tenge_trace::lab::{ss, Lab, LabConfig, Scenario, TransferReport};
+use tenge_trace::probe::TracerOptions;
+use tenge_trace::trace_file::TraceMeta;
+
+/// One traced lab transfer at a time: the scenarios' timings should not
+/// fight over two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A traced transfer and its ground truth.
+struct Run {
+    transfer: TransferReport,
+    report: Report,
+    alerts: Vec<Alert>,
+    /// The receiving socket's `window_adv` events, in order.
+    receiver_windows: Vec<tt_window_adv>,
+    wire: Vec<WireSegment>,
+    /// `ss -ti` of the sender while both sockets were open.
+    sender_ss: ss::SsSocket,
+}
+
+impl Run {
+    fn receiver(&self) -> &FlowWindowReport {
+        self.flow(self.transfer.receiver_addr)
+    }
+
+    fn sender(&self) -> &FlowWindowReport {
+        self.flow(self.transfer.sender_addr)
+    }
+
+    fn flow(&self, local: SocketAddr) -> &FlowWindowReport {
+        let local = local.to_string();
+        self.report
+            .flows
+            .iter()
+            .find(|f| f.src == local)
+            .unwrap_or_else(|| panic!("no flow for {local}"))
+    }
+
+    fn alerts_of(&self, kind: AlertKind) -> Vec<&Alert> {
+        self.alerts.iter().filter(|a| a.kind == kind).collect()
+    }
+}
+
+fn pcap_path(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("tt-window-{}-{tag}.pcap", std::process::id()))
+}
+
+/// Runs `cfg` traced, with tcpdump on the receiver's veth from before the
+/// first SYN, and `ss -ti` of the sender before the sockets close.
+fn traced_run(cfg: &LabConfig, tag: &str) -> Run {
+    let lab = Lab::new(cfg).unwrap();
+    let path = pcap_path(tag);
+    // Declared after the lab: dropped (tcpdump stopped) before the namespaces go.
+    let capture = Capture::start(
+        lab.receiver_netns().name(),
+        lab.receiver_iface(),
+        "tcp",
+        &path,
+    )
+    .unwrap();
+    let mut analysis = Analysis::new(AnalysisConfig::default());
+    let mut alerts = Vec::new();
+    let mut windows: Vec<(SocketAddr, tt_window_adv)> = Vec::new();
+    let sender_ss = Mutex::new(None);
+    let run = run_traced(
+        &lab,
+        cfg,
+        TracerOptions::default(),
+        &AtomicBool::new(false),
+        |record| {
+            let ev = Event::decode(record).expect("records decode");
+            alerts.extend(analysis.push(&ev));
+            if let (Body::WindowAdv(w), Some(src)) = (&ev.body, ev.src()) {
+                windows.push((src, *w));
+            }
+        },
+        |_| {},
+        |ends| {
+            let found = ss::query(&ends.sender_netns, ends.port()).unwrap();
+            *sender_ss.lock().unwrap() = found.into_iter().next();
+        },
+    )
+    .unwrap();
+    let stats = capture.stop().unwrap();
+    assert_eq!(stats.dropped_by_kernel, 0, "tcpdump dropped packets");
+    let wire = capture::read_segments(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let lost: u64 = run.stats.lost.iter().sum();
+    assert_eq!(lost, 0, "events lost");
+    let receiver = run.transfer.receiver_addr;
+    Run {
+        report: analysis.finish(Provenance {
+            kernel_release: String::new(),
+            sample_every: 1,
+            lost: Default::default(),
+        }),
+        alerts,
+        receiver_windows: windows
+            .into_iter()
+            .filter(|(src, _)| *src == receiver)
+            .map(|(_, w)| w)
+            .collect(),
+        wire,
+        sender_ss: sender_ss
+            .into_inner()
+            .unwrap()
+            .expect("ss found the sender"),
+        transfer: run.transfer,
+    }
+}
+
+/// Every lab flow is explained by the kernel's formulas.
+fn assert_model_holds(run: &Run) {
+    assert_eq!(run.report.model_mismatches, 0);
+    for f in &run.report.flows {
+        let r = &f.window.receive;
+        assert_eq!(
+            (r.model_mismatches, r.model_unverified),
+            (0, 0),
+            "{}",
+            f.src
+        );
+    }
+}
+
+/// (a) The paper's case: each recorded receiver window is the one on the
+/// wire, and its class agrees with what the wire shows.
+#[test]
+fn mss_clamp_windows_match_the_wire() {
+    if !common::require_root("mss_clamp_windows_match_the_wire") {
+        return;
+    }
+    let _serial = serial();
+    let cfg = LabConfig {
+        bytes: 16 << 20,
+        ..Scenario::MssClamp.config()
+    };
+    let run = traced_run(&cfg, "mss-clamp");
+    assert!(run.transfer.completed);
+    assert_model_holds(&run);
+    let receiver = run.transfer.receiver_addr;
+
+    // The wire's windows of the receiver by (seq, ack); window updates repeat a pair.
+    let mut wire: HashMap<(u32, u32), Vec<&WireSegment>> = HashMap::new();
+    for s in run.wire.iter().filter(|s| s.src == receiver) {
+        wire.entry((s.seq, s.ack)).or_default().push(s);
+    }
+    let mut classifier = WindowClassifier::default();
+    let mut counts: HashMap<WindowClass, u64> = HashMap::new();
+    let mut right_edge = None;
+    for w in &run.receiver_windows {
+        let twins = wire.get(&(w.seq, w.ack)).map_or(&[][..], Vec::as_slice);
+        assert!(
+            twins
+                .iter()
+                .any(|s| s.win_raw == w.win_raw && s.window() == w.window),
+            "window {} at seq {} ack {} not on the wire: {:?}",
+            w.window,
+            w.seq,
+            w.ack,
+            twins.iter().map(|s| s.window()).collect::<Vec<_>>()
+        );
+        let edge = w.ack.wrapping_add(w.window);
+        let Some(c) = classifier.classify(w) else {
+            continue;
+        };
+        *counts.entry(c.class).or_default() += 1;
+        assert_eq!(w.rcv_wscale, 0);
+        match c.class {
+            WindowClass::MssRounded => {
+                assert_eq!(w.window % w.rcv_mss, 0, "{c:?}");
+                assert!(c.lost > 0 && c.lost < u64::from(w.rcv_mss), "{c:?}");
+            }
+            WindowClass::SwsZero => assert_eq!(w.window, 0),
+            WindowClass::Clamped65535 => assert_eq!(w.win_raw, 65535),
+            WindowClass::NeverShrinkResidual => {
+                assert_eq!(Some(edge), right_edge, "a residual keeps the right edge")
+            }
+            _ => {}
+        }
+        right_edge = Some(edge);
+    }
+    eprintln!("classes {counts:?}");
+    let r = &run.receiver().window.receive;
+    eprintln!(
+        "receiver: {} windows, {} MSS-rounded, {} B lost, mean free {:.0}, mean window {:.0}",
+        r.advertised_count,
+        r.mss_rounded_count,
+        r.mss_rounding_bytes_lost,
+        r.mean_free_space,
+        r.mean_advertised
+    );
+    assert_eq!(
+        counts.get(&WindowClass::MssRounded).copied().unwrap_or(0),
+        r.mss_rounded_count
+    );
+    assert!(
+        r.mss_rounded_count * 2 > r.advertised_count,
+        "most windows are MSS-rounded"
+    );
+    assert!(r.mss_rounding_bytes_lost > 0);
+    assert!(r.rounding_loss_fraction > 0.0);
+}
+
+/// CLOCK_MONOTONIC ns (the events' clock) of a capture timestamp (Unix seconds).
+fn monotonic_ns(unix_s: f64) -> i64 {
+    (unix_s * 1e9) as i64 - TraceMeta::for_this_host().boot_offset_ns
+}
+
+/// (b) A slow reader: every zero-window period on the wire is one SWS stall,
+/// with the same start and length.
+#[test]
+fn sws_stalls_match_zero_window_periods() {
+    if !common::require_root("sws_stalls_match_zero_window_periods") {
+        return;
+    }
+    let _serial = serial();
+    let run = traced_run(&Scenario::SwsStall.config(), "sws-stall");
+    assert!(run.transfer.completed);
+    assert_model_holds(&run);
+    let periods = capture::zero_window_periods(&run.wire, run.transfer.receiver_addr);
+    let stalls = &run.sender().window.sws_stalls;
+    for (start, end) in &periods {
+        eprintln!(
+            "wire zero window {:.1} ms at {}",
+            (end - start) * 1e3,
+            monotonic_ns(*start)
+        );
+    }
+    for s in stalls {
+        eprintln!(
+            "stall {:.1} ms at {} ({:?}), {} probes, {} sub-MSS, {} B",
+            s.duration_ns as f64 / 1e6,
+            s.start_ns,
+            s.observed_at,
+            s.zero_window_probes,
+            s.sub_mss_segments,
+            s.bytes_delivered
+        );
+    }
+    assert!(!periods.is_empty(), "the slow reader closes the window");
+    assert_eq!(stalls.len(), periods.len());
+    const TOLERANCE_NS: i64 = 5_000_000;
+    for (s, (start, end)) in stalls.iter().zip(&periods) {
+        let wire_start = monotonic_ns(*start);
+        let wire_ns = ((end - start) * 1e9) as i64;
+        assert!(
+            (s.start_ns as i64 - wire_start).abs() < TOLERANCE_NS,
+            "{s:?} vs {start}"
+        );
+        assert!(
+            (s.duration_ns as i64 - wire_ns).abs() < TOLERANCE_NS,
+            "{s:?} vs {wire_ns} ns"
+        );
+        assert!(s.ended);
+    }
+    assert_eq!(run.alerts_of(AlertKind::SwsStall).len(), stalls.len());
+}
+
+/// (c) The control: scaling, autotuning, a fast reader, pacing.
+#[test]
+fn healthy_flow_raises_no_window_alert() {
+    if !common::require_root("healthy_flow_raises_no_window_alert") {
+        return;
+    }
+    let _serial = serial();
+    let cfg = LabConfig {
+        bytes: 64 << 20,
+        ..Scenario::Healthy.config()
+    };
+    let run = traced_run(&cfg, "healthy");
+    assert!(run.transfer.completed);
+    assert_model_holds(&run);
+    for f in &run.report.flows {
+        eprintln!(
+            "{} classes {:?} alerts {:?}",
+            f.src, f.window.receive.classes, f.alerts
+        );
+        assert!(
+            f.window.sws_stalls.is_empty(),
+            "{}: {:?}",
+            f.src,
+            f.window.sws_stalls
+        );
+    }
+    assert!(
+        run.alerts_of(AlertKind::MssClamp).is_empty(),
+        "{:?}",
+        run.alerts
+    );
+    assert!(
+        run.alerts_of(AlertKind::SwsStall).is_empty(),
+        "{:?}",
+        run.alerts
+    );
+    let r = &run.receiver().window.receive;
+    assert_eq!((r.mss_rounded_count, r.classes.clamped_65535), (0, 0));
+}
+
+/// (d) The receive-window-limited share of busy time is the kernel's own
+/// (`tcpi_rwnd_limited / tcpi_busy_time`, as `ss -ti` prints it).
+#[test]
+fn rwnd_limited_fraction_matches_ss() {
+    if !common::require_root("rwnd_limited_fraction_matches_ss") {
+        return;
+    }
+    let _serial = serial();
+    let cfg = LabConfig {
+        bytes: 128 << 20,
+        ..Scenario::RwndLimited.config()
+    };
+    let run = traced_run(&cfg, "rwnd-limited");
+    assert!(run.transfer.completed);
+    assert_model_holds(&run);
+    let ss = &run.sender_ss;
+    let (busy, rwnd) = (ss.busy_ms.unwrap(), ss.rwnd_limited_ms.unwrap());
+    let kernel = rwnd as f64 / busy as f64;
+    let limits = &run.sender().limits;
+    eprintln!(
+        "ss: busy {busy} ms, rwnd_limited {rwnd} ms = {kernel:.3}; traced: rwnd {:.3} ({}), kernel {:?}, per-event {:?}",
+        limits.rwnd, limits.source, limits.kernel, limits.per_event
+    );
+    assert!(
+        busy >= 200,
+        "long enough for jiffies not to matter: {busy} ms"
+    );
+    assert!(kernel > 0.2, "the scenario is rwnd-limited: {kernel}");
+    assert!(
+        (limits.rwnd - kernel).abs() < 0.05,
+        "{} vs {kernel}",
+        limits.rwnd
+    );
+    assert!(!run.alerts_of(AlertKind::RwndLimited).is_empty());
+}
