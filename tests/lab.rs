@@ -165,8 +165,8 @@ fn mss_clamp_windows_are_mss_multiples_on_the_wire() {
     let took = started.elapsed();
     assert!(report.completed);
     let receiver = report.receiver_addr;
-    // tcp_full_space = 66000 * 128 >> 8 = 33000; rounddown(33000, 8948).
-    assert_eq!(syn_ack_window(&segments, receiver), 26844);
+    // SO_RCVBUF 18000: tcp_full_space = 36000 * 128 >> 8 = 18000; rounddown(18000, 8948).
+    assert_eq!(syn_ack_window(&segments, receiver), 17896);
     let windows = classify_windows(&segments, receiver, 8948);
     assert!(
         windows.odd.is_empty(),
@@ -185,10 +185,10 @@ fn mss_clamp_windows_are_mss_multiples_on_the_wire() {
     );
     // Data raises scaling_ratio from 128 to len * 256 / truesize (234 for
     // single 8948-byte skbs, less for coalesced ones), so the full space is
-    // 66000 * ratio >> 8 <= 65742 and no offer exceeds rounddown(65742, 8948)
-    // = 62636: the 65535 header clamp cannot happen here.
+    // 36000 * ratio >> 8 <= 35859 and no offer exceeds rounddown(35859, 8948)
+    // = 26844, the paper's window; the 65535 header clamp cannot happen here.
     let distinct: BTreeSet<_> = windows.offers.iter().copied().collect();
-    assert!(distinct.last().is_some_and(|&w| w <= 62636), "{distinct:?}");
+    assert!(distinct.last().is_some_and(|&w| w <= 26844), "{distinct:?}");
     // After the last read the socket's rcv_wnd is the last window sent.
     let last = receiver_windows(&segments, receiver).pop();
     assert_eq!(last, Some(report.receiver.rcv_wnd));

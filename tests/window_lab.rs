@@ -228,8 +228,10 @@ fn monotonic_ns(unix_s: f64) -> i64 {
     (unix_s * 1e9) as i64 - TraceMeta::for_this_host().boot_offset_ns
 }
 
-/// (b) A slow reader: every zero-window period on the wire is one SWS stall,
-/// with the same start and length.
+/// (b) A slow reader: every period in which the wire shows the receiver's
+/// window at zero or below one MSS is one SWS stall, with the same start and
+/// length (the definition: a stall starts when the window falls below
+/// one receiver MSS, or to zero, and ends when a full MSS opens again).
 #[test]
 fn sws_stalls_match_zero_window_periods() {
     if !common::require_root("sws_stalls_match_zero_window_periods") {
@@ -239,7 +241,12 @@ fn sws_stalls_match_zero_window_periods() {
     let run = traced_run(&Scenario::SwsStall.config(), "sws-stall");
     assert!(run.transfer.completed);
     assert_model_holds(&run);
-    let periods = capture::zero_window_periods(&run.wire, run.transfer.receiver_addr);
+    let mss = run.receiver_windows.last().map_or(8948, |w| w.rcv_mss);
+    let periods = capture::window_below_periods(&run.wire, run.transfer.receiver_addr, mss);
+    assert!(
+        !capture::zero_window_periods(&run.wire, run.transfer.receiver_addr).is_empty(),
+        "the slow reader closes the window to zero"
+    );
     let stalls = &run.sender().window.sws_stalls;
     for (start, end) in &periods {
         eprintln!(

@@ -268,13 +268,25 @@ pub fn zero_window_probes(segments: &[WireSegment], sender: SocketAddr) -> Vec<f
 /// an open window. A period still open at the end of the capture ends at the
 /// last captured segment. SYN and RST segments are ignored.
 pub fn zero_window_periods(segments: &[WireSegment], from: SocketAddr) -> Vec<(f64, f64)> {
+    window_below_periods(segments, from, 1)
+}
+
+/// Periods in which `from` advertised a window below `below` bytes (scaled
+/// when the scale is known): from the first such segment until the next one
+/// offering at least `below`. With `below` = one MSS these are the wire's view
+/// of SWS stalls (a window too small for a full segment, or zero).
+pub fn window_below_periods(
+    segments: &[WireSegment],
+    from: SocketAddr,
+    below: u32,
+) -> Vec<(f64, f64)> {
     let mut periods = Vec::new();
     let mut closed_since = None;
     for s in segments {
         if s.src != from || s.has(WireSegment::SYN) || s.has(WireSegment::RST) {
             continue;
         }
-        match (closed_since, s.win_raw == 0) {
+        match (closed_since, s.window() < below) {
             (None, true) => closed_since = Some(s.ts),
             (Some(start), false) => {
                 periods.push((start, s.ts));

@@ -11,13 +11,16 @@ use std::str::FromStr;
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {
     /// Feng et al. 2003, section 3.5.1: MTU 9000 (MSS 8948 with timestamps),
-    /// window scaling off, `SO_RCVBUF` 33000 (`sk_rcvbuf` 66000). Without a
-    /// scale, `__tcp_select_window()` rounds the free space down to a multiple
-    /// of `rcv_mss`: the SYN-ACK offers 26844 = rounddown(33000, 8948), the
-    /// paper's number; once data raised `scaling_ratio` to 234 the full space
-    /// is 60328 and the largest offer 53688 = 6 x 8948. Every window on the
-    /// wire is an MSS multiple, except never-shrink residuals after sub-MSS
-    /// segments (64 KiB writes end in a 2900-byte segment).
+    /// window scaling off, `SO_RCVBUF` 18000 (`sk_rcvbuf` 36000). Once data
+    /// has raised `scaling_ratio` to 234 (8948-byte skbs in 9780 bytes of
+    /// truesize), the free space of an empty buffer is 36000 · 234 >> 8 =
+    /// 32906, the paper's "33000 bytes free", and without a scale
+    /// `__tcp_select_window()` rounds it down to 26844 = 3 × 8948, the
+    /// paper's advertised window: 18% of the buffer can never be offered.
+    /// (The SYN-ACK, at the initial 50% ratio, offers rounddown(18000, 8948)
+    /// = 17896.) Every window on the wire is an MSS multiple, except
+    /// never-shrink residuals after sub-MSS segments (64 KiB writes end in a
+    /// 2900-byte segment).
     MssClamp,
     /// Receiver-side silly window syndrome: window scaling off, `SO_RCVBUF`
     /// 65536, a slow reader (1 s without reads, then 1000 B every 50 ms). The
@@ -67,7 +70,7 @@ impl Scenario {
     pub fn description(self) -> &'static str {
         match self {
             Scenario::MssClamp => {
-                "MTU 9000, no window scaling, SO_RCVBUF 33000: windows rounded down to MSS multiples (26844 = 3 x 8948)"
+                "MTU 9000, no window scaling, SO_RCVBUF 18000: ~33000 B free advertised as 26844 = 3 x 8948 (SC'03 3.5.1)"
             }
             Scenario::SwsStall => {
                 "no window scaling, SO_RCVBUF 65536, slow reader: zero windows, one-MSS reopenings, zero-window probes"
@@ -92,7 +95,7 @@ impl Scenario {
                 mtu: 9000,
                 window_scaling: false,
                 moderate_rcvbuf: false,
-                rcvbuf: Some(33000),
+                rcvbuf: Some(18000),
                 bytes: 64 << 20,
                 ..base
             },
@@ -164,14 +167,18 @@ mod tests {
         assert!("nope".parse::<Scenario>().is_err());
     }
 
-    /// The paper's arithmetic: the SYN-ACK offer is rounddown(SO_RCVBUF, MSS).
+    /// The paper's arithmetic: ~33000 bytes free, rounded down to 3 segments.
     #[test]
     fn mss_clamp_offers_three_segments() {
         let cfg = Scenario::MssClamp.config();
         let mss = cfg.mtu - 20 - 20 - 12; // IPv4, TCP, timestamps
         assert_eq!(mss, 8948);
-        let offer = cfg.rcvbuf.unwrap() / mss * mss;
-        assert_eq!(offer, 26844);
+        let sk_rcvbuf = 2 * cfg.rcvbuf.unwrap(); // the kernel doubles SO_RCVBUF
+        let free = sk_rcvbuf * 234 >> 8; // tcp_win_from_space at scaling_ratio 234
+        assert_eq!(free, 32906);
+        assert_eq!(free / mss * mss, 26844);
+        // The SYN-ACK, at the initial ratio of 128: rounddown(18000, 8948).
+        assert_eq!((sk_rcvbuf * 128 >> 8) / mss * mss, 17896);
         assert!(!cfg.window_scaling);
     }
 }
