@@ -36,6 +36,12 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* ---- sendmsg: tcp:tcp_sendmsg_locked ------------------------------------- */
 
+/*
+ * sendmsg, data_ready, copy_datagram and app_read are never sampled: they
+ * time the socket hops of whichever packets sampling kept (one per syscall or
+ * per queued skb, not per wire packet).
+ */
+
 static __always_inline int sendmsg_body(const struct sock *sk, const struct msghdr *msg,
 					const struct sk_buff *skb, int size_goal, bool trusted)
 {
@@ -46,8 +52,6 @@ static __always_inline int sendmsg_body(const struct sock *sk, const struct msgh
 		return 0;
 	__u32 write_seq = BPF_CORE_READ(tp, write_seq);
 
-	if (!sampled(write_seq, 0))
-		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, sendmsg, &h, TT_KIND_SENDMSG);
 	ev->body.write_seq = write_seq;
@@ -89,8 +93,6 @@ static __always_inline int data_ready_body(const struct sock *sk, bool trusted)
 		return 0;
 	__u32 rcv_nxt = BPF_CORE_READ(tp, rcv_nxt);
 
-	if (!sampled(rcv_nxt, 0))
-		return 0;
 	EMIT_BEGIN(ev, data_ready, &h, TT_KIND_DATA_READY);
 	ev->body.rcv_nxt = rcv_nxt;
 	ev->body.copied_seq = BPF_CORE_READ(tp, copied_seq);
@@ -113,8 +115,6 @@ static __always_inline int app_read_body(const struct sock *sk, int ret, bool tr
 		return 0;
 	__u32 copied_seq = BPF_CORE_READ(tp, copied_seq);
 
-	if (!sampled(copied_seq, 0))
-		return 0;
 	EMIT_BEGIN(ev, app_read, &h, TT_KIND_APP_READ);
 	ev->body.ret = ret;
 	ev->body.copied_seq = copied_seq;
@@ -156,6 +156,18 @@ TRACEPOINT(state, sock, inet_sock_set_state, trace_event_raw_inet_sock_set_state
 
 /* ---- tcp_rcv: tcp:tcp_probe ---------------------------------------------- */
 
+/*
+ * Sampling keeps an skb by the (seq, ack) of its first byte. Where skbs merge
+ * (GRO before netif_receive_skb, coalescing in the socket backlog before
+ * tcp_rcv, which also takes the last packet's ack), a merged skb can carry
+ * kept packets behind an unkept first byte: it is kept whole there, so every
+ * packet kept at the driver can be followed to the socket.
+ */
+static __always_inline bool sampled_or_merged(__u32 seq, __u32 ack, const struct sk_buff *skb)
+{
+	return sampled(seq, ack) || BPF_CORE_READ(skb_shinfo_of(skb), gso_segs) > 1;
+}
+
 static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_buff *skb,
 					bool trusted)
 {
@@ -169,7 +181,7 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 	__u32 seq = BPF_CORE_READ(cb, seq);
 	__u32 ack = BPF_CORE_READ(cb, ack_seq);
 
-	if (!sampled(seq, ack))
+	if (!sampled_or_merged(seq, ack, skb))
 		return 0;
 	/* tcp_rcv_established(): skb->data is the TCP header */
 	if (bpf_probe_read_kernel(th, sizeof(th), BPF_CORE_READ(skb, data)))
@@ -242,8 +254,6 @@ static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len
 		return 0;
 	__u32 seq = BPF_CORE_READ(cb, seq);
 
-	if (!sampled(seq, BPF_CORE_READ(cb, ack_seq)))
-		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, copy_datagram, &h, TT_KIND_COPY_DATAGRAM);
 	ev->body.seq = seq;
@@ -369,9 +379,11 @@ int BPF_KPROBE(window_adv_kprobe, struct sk_buff *skb)
 
 /* Filter, sample and fill the header of a packet event; false to skip it. */
 static __always_inline bool pkt_wanted(struct tt_hdr *h, const struct tcp_pkt *p,
-				       const struct sk_buff *skb)
+				       const struct sk_buff *skb, bool merge_point)
 {
-	if (!port_wanted(h) || !addr_wanted(h) || !sampled(p->seq, p->ack))
+	if (!port_wanted(h) || !addr_wanted(h))
+		return false;
+	if (merge_point ? !sampled_or_merged(p->seq, p->ack, skb) : !sampled(p->seq, p->ack))
 		return false;
 	h->netns = BPF_CORE_READ(skb, dev, nd_net.net, ns.inum);
 	if (!netns_wanted(h))
@@ -407,7 +419,7 @@ static __always_inline int dev_start_xmit_body(const struct sk_buff *skb)
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
-	if (!stash || !parse_nh(&h, &p, skb, true) || !pkt_wanted(&h, &p, skb))
+	if (!stash || !parse_nh(&h, &p, skb, true) || !pkt_wanted(&h, &p, skb, false))
 		return 0;
 	EMIT_BEGIN(ev, pkt, &h, TT_KIND_DEV_START_XMIT);
 	pkt_body(&ev->body, &p, skb);
@@ -446,7 +458,7 @@ static __always_inline int rx_body(const struct sk_buff *skb, __u8 kind, __u8 va
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
-	if (!parse_rx(&h, &p, skb) || !pkt_wanted(&h, &p, skb))
+	if (!parse_rx(&h, &p, skb) || !pkt_wanted(&h, &p, skb, kind == TT_KIND_NETIF_RECEIVE))
 		return 0;
 	h.variant = variant;
 	EMIT_BEGIN(ev, pkt, &h, kind);

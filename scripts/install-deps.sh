@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what tenge-trace needs to build and test on Debian/Ubuntu, if it is missing.
 # Build: clang, llvm, libbpf-dev (headers), libclang (bindgen). Tests and lab: iproute2,
-# tcpdump, tshark, iperf3, bpftool. Benchmarks: bpftrace, linux-perf. Issue 6: prometheus.
+# tcpdump, tshark, iperf3, bpftool, chromium (renders flamegraphs). Benchmarks: bpftrace,
+# linux-perf. Issue 6: prometheus.
 set -euo pipefail
 
 need=()
@@ -20,6 +21,7 @@ have perf || need+=(linux-perf)
 have ss || need+=(iproute2)
 have prometheus || need+=(prometheus)
 have promtool || need+=(prometheus)
+have chromium || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -376,14 +376,15 @@ fn sampling_keeps_whole_packets() {
         per_packet(&sampled),
         per_packet(&all)
     );
-    // Every packet hop kept is one whose (seq, ack) hashes to the sample.
+    // Every packet hop kept is one whose (seq, ack) hashes to the sample,
+    // except skbs of several packets where packets merge (GRO, backlog
+    // coalescing): those are kept whole.
     for ev in &sampled {
         let key = match ev.body {
             Body::WindowAdv(w) => Some((w.seq, w.ack)),
-            Body::TcpRcv(t) => Some((t.seq, t.ack)),
-            Body::DevStartXmit(p) | Body::DevXmit(p) | Body::RxEntry(p) | Body::NetifReceive(p) => {
-                Some((p.seq, p.ack))
-            }
+            Body::TcpRcv(t) if t.len <= t.rcv_mss => Some((t.seq, t.ack)),
+            Body::NetifReceive(p) if p.gso_segs <= 1 => Some((p.seq, p.ack)),
+            Body::DevStartXmit(p) | Body::DevXmit(p) | Body::RxEntry(p) => Some((p.seq, p.ack)),
             _ => None,
         };
         if let Some((seq, ack)) = key {

@@ -31,6 +31,7 @@
 pub mod capture;
 pub mod iperf;
 pub mod netns;
+pub mod pingpong;
 pub mod scenario;
 pub mod ss;
 pub mod traced;

@@ -36,8 +36,10 @@ pub struct Filters {
     /// Network namespace inode (as in `ls -L -i /proc/<pid>/ns/net`).
     pub netns: Option<u32>,
     /// Keep one packet in this many (0 or 1: all). The choice hashes (seq,
-    /// ack), so a packet is kept or dropped at every hop alike; napi_poll,
-    /// state, retransmit and kfree_skb are always kept.
+    /// ack), so a packet is kept or dropped at every hop alike; merged skbs
+    /// (gso_segs > 1) at netif_receive and tcp_rcv, the socket events
+    /// (sendmsg, data_ready, copy_datagram, app_read), napi_poll, state,
+    /// retransmit and kfree_skb are always kept.
     pub sample_every: u32,
 }
 

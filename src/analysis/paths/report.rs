@@ -1,6 +1,6 @@
 //! The path report: what [`PathAnalyzer::finish`](super::PathAnalyzer::finish) returns.
 
-use super::stats::{DirSpec, NapiAcc, PathAcc, PathTable, DIRECTIONS};
+use super::stats::{DirSpec, NapiAcc, PathAcc, PathTable, StageAcc, DIRECTIONS};
 use super::{Counters, PathConfig};
 use crate::event::FlowKey;
 use serde::Serialize;
@@ -41,6 +41,9 @@ pub struct PathEntry {
     /// Fraction of the direction's packets.
     pub share: f64,
     pub stages: Vec<StageStats>,
+    /// Per packet from the first hop to the last (RX: driver entry → the read
+    /// returns), over the packets that saw both; TX has none (count 0).
+    pub total: StageStats,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -234,19 +237,7 @@ fn entry(
         .stages
         .iter()
         .zip(&acc.stages)
-        .map(|(&stage, s)| {
-            let count = s.hist.len();
-            StageStats {
-                stage,
-                count,
-                p50_ns: s.quantile(0.5),
-                p90_ns: s.quantile(0.9),
-                p99_ns: s.quantile(0.99),
-                max_ns: s.max_ns,
-                mean_ns: s.sum_ns.checked_div(count).unwrap_or(0),
-                total_ns: s.sum_ns.saturating_mul(scale),
-            }
-        })
+        .map(|(&stage, s)| stage_stats(stage, s, scale))
         .collect();
     PathEntry {
         direction: spec.name,
@@ -261,6 +252,21 @@ fn entry(
             0.0
         },
         stages,
+        total: stage_stats("total", &acc.total, scale),
+    }
+}
+
+fn stage_stats(stage: &'static str, s: &StageAcc, scale: u64) -> StageStats {
+    let count = s.hist.len();
+    StageStats {
+        stage,
+        count,
+        p50_ns: s.quantile(0.5),
+        p90_ns: s.quantile(0.9),
+        p99_ns: s.quantile(0.99),
+        max_ns: s.max_ns,
+        mean_ns: s.sum_ns.checked_div(count).unwrap_or(0),
+        total_ns: s.sum_ns.saturating_mul(scale),
     }
 }
 
@@ -301,10 +307,13 @@ impl PathReport {
             if rows.is_empty() {
                 continue;
             }
+            // The total column only where totals are measured (RX).
+            let with_total = rows.iter().any(|p| p.total.count > 0);
             let mut table = vec![["direction", "dimension", "path", "packets", "share"]
                 .iter()
                 .map(|s| s.to_string())
                 .chain(spec.stages.iter().map(|s| format!("{s} p50/p99/max µs")))
+                .chain(with_total.then(|| "total p50/p99/max µs".to_string()))
                 .collect::<Vec<_>>()];
             for p in rows {
                 let mut row = vec![
@@ -314,7 +323,7 @@ impl PathReport {
                     p.packets.to_string(),
                     format!("{:.1}%", p.share * 100.0),
                 ];
-                row.extend(p.stages.iter().map(|s| match s.count {
+                let cell = |s: &StageStats| match s.count {
                     0 => "-".to_string(),
                     _ => format!(
                         "{}/{}/{}",
@@ -322,7 +331,9 @@ impl PathReport {
                         micros(s.p99_ns),
                         micros(s.max_ns)
                     ),
-                }));
+                };
+                row.extend(p.stages.iter().map(cell));
+                row.extend(with_total.then(|| cell(&p.total)));
                 table.push(row);
             }
             out.push_str(&aligned(&table, 3));

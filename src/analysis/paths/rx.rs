@@ -9,6 +9,13 @@
 //!
 //! Units move through one queue per hop, in arrival order; the last two are
 //! kept sorted by sequence, since the application consumes bytes in order.
+//!
+//! A unit starts at the first hop traced on its flow (the driver, or a later
+//! hop when the driver probes see nothing), and only there: a merged skb at a
+//! later hop is traced whole whatever its first byte (the kernel keeps merged
+//! skbs so that the packets in them can be followed), and backlog coalescing
+//! gives it the last packet's ack, so testing its (seq, ack) for the sample
+//! would add packets that sampling did not pick.
 
 use super::stats::{rx_value, PathId};
 use super::{seq_after, seq_before, Ctx};
@@ -74,6 +81,10 @@ impl Unit {
                 ctx.rec.stage(path, stage, to.saturating_sub(from), n);
             }
         }
+        if self.at[ENTRY] != 0 && self.at[READ] != 0 {
+            ctx.rec
+                .total(path, self.at[READ].saturating_sub(self.at[ENTRY]), n);
+        }
         ctx.counters.rx_packets += n;
         if self.at.iter().all(|&t| t != 0) {
             ctx.counters.rx_complete += n;
@@ -95,6 +106,8 @@ pub struct RxFlow {
     copied: VecDeque<Unit>,
     /// The next byte the application will copy.
     copy_pos: Option<u32>,
+    /// The first hop that traced a data packet of this flow; units start there.
+    first_hop: Option<usize>,
 }
 
 /// Moves the units of `from` that `hit` accepts (and updates) to `to`, in order.
@@ -135,8 +148,19 @@ fn insert_sorted(queue: &mut VecDeque<Unit>, unit: Unit) {
 }
 
 impl RxFlow {
+    /// Whether a data packet seen at `hop`, and found in no earlier hop's
+    /// queue, starts a unit: only at the flow's first traced hop.
+    fn starts_units(&mut self, hop: usize) -> bool {
+        let first = self.first_hop.map_or(hop, |first| first.min(hop));
+        self.first_hop = Some(first);
+        first == hop
+    }
+
     pub fn on_entry(&mut self, ts_ns: u64, pkt: &tt_pkt, ctx: &mut Ctx) {
-        if pkt.len == 0 || !sampled(pkt.seq, pkt.ack, ctx.cfg.sample_every) {
+        if pkt.len == 0
+            || !self.starts_units(ENTRY)
+            || !sampled(pkt.seq, pkt.ack, ctx.cfg.sample_every)
+        {
             return;
         }
         // The same bytes again before the first copy got through: the old one is lost.
@@ -157,6 +181,7 @@ impl RxFlow {
             return;
         }
         let (start, end) = (pkt.seq, pkt.seq.wrapping_add(pkt.len));
+        let starts_here = self.starts_units(NETIF);
         let in_stack = &mut self.in_stack;
         let hit = |u: &mut Unit| {
             let hit = u.within(start, end);
@@ -172,7 +197,7 @@ impl RxFlow {
             hit
         };
         let found = advance(&mut self.entered, hit, |u| in_stack.push_back(u));
-        if !found && sampled(start, pkt.ack, ctx.cfg.sample_every) {
+        if !found && starts_here && sampled(start, pkt.ack, ctx.cfg.sample_every) {
             push_capped(
                 &mut self.in_stack,
                 Unit::new(start, pkt.len, pkt.gso_segs, NETIF, ts_ns),
@@ -201,6 +226,7 @@ impl RxFlow {
         } else {
             rx_value::DIRECT
         };
+        let starts_here = self.starts_units(TCP);
         // TCP drops old data, so a duplicate ends at this hop.
         let queued = &mut self.queued;
         let mut take = |u: Unit, ctx: &mut Ctx| {
@@ -221,7 +247,7 @@ impl RxFlow {
             },
             |u| take(u, ctx),
         );
-        if !found && sampled(start, body.ack, ctx.cfg.sample_every) {
+        if !found && starts_here && sampled(start, body.ack, ctx.cfg.sample_every) {
             let segs = body.len.div_ceil(body.rcv_mss.max(1)).min(u16::MAX as u32) as u16;
             let mut unit = Unit::new(start, body.len, segs, TCP, ts_ns);
             unit.reach_tcp(ts_ns, socket, order);

@@ -256,6 +256,9 @@ pub struct PathAcc {
     /// Sampled packets (wire segments) that took the path.
     pub packets: u64,
     pub stages: Vec<StageAcc>,
+    /// From the first hop to the last, per packet that saw both (RX only:
+    /// TX segments of one skb share its qdisc and driver stages).
+    pub total: StageAcc,
 }
 
 impl PathAcc {
@@ -263,6 +266,7 @@ impl PathAcc {
         PathAcc {
             packets: 0,
             stages: spec.stages.iter().map(|_| StageAcc::new()).collect(),
+            total: StageAcc::new(),
         }
     }
 
@@ -271,6 +275,7 @@ impl PathAcc {
         for (mine, theirs) in self.stages.iter_mut().zip(&other.stages) {
             mine.merge(theirs);
         }
+        self.total.merge(&other.total);
     }
 }
 
@@ -314,9 +319,24 @@ impl Recorder<'_> {
     }
 
     pub fn stage(&mut self, path: PathId, stage: usize, ns: u64, n: u64) {
-        self.overall.acc(path).stages[stage].record(ns, n);
+        self.record(path, ns, n, |acc| &mut acc.stages[stage]);
+    }
+
+    /// A packet's time from its first hop to its last.
+    pub fn total(&mut self, path: PathId, ns: u64, n: u64) {
+        self.record(path, ns, n, |acc| &mut acc.total);
+    }
+
+    fn record(
+        &mut self,
+        path: PathId,
+        ns: u64,
+        n: u64,
+        of: impl Fn(&mut PathAcc) -> &mut StageAcc,
+    ) {
+        of(self.overall.acc(path)).record(ns, n);
         if let Some(flow) = self.flow.as_deref_mut() {
-            flow.acc(path).stages[stage].record(ns, n);
+            of(flow.acc(path)).record(ns, n);
         }
     }
 }

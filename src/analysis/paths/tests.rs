@@ -627,6 +627,71 @@ fn sampling_scales_counts_and_keeps_whole_packets() {
 }
 
 #[test]
+fn sampling_follows_kept_packets_through_backlog_coalescing() {
+    // Backlog coalescing merges skbs and gives the merged one the last
+    // packet's ack; the kernel then traces it whole. Its (seq, ack) must
+    // neither lose the kept packet inside it nor add one sampling did not pick.
+    let every = 4;
+    let kept = |seq: u32| crate::event::sampled(seq, 0, every);
+    let seq_at = |i: u32| 1000 + i * MSS;
+    // Two unkept packets, then an unkept one followed by a kept one.
+    let i = (0..1000)
+        .find(|&i| {
+            !kept(seq_at(i)) && !kept(seq_at(i + 1)) && !kept(seq_at(i + 2)) && kept(seq_at(i + 3))
+        })
+        .unwrap();
+    let p: Vec<u32> = (0..4).map(|k| seq_at(i + k)).collect();
+    // An ack that makes the first merged skb look sampled by its (seq, ack).
+    let ack = (1..)
+        .find(|&a| crate::event::sampled(p[0], a, every))
+        .unwrap();
+    let merged = |ts: u64, seq: u32| {
+        let mut ev = rx::tcp(ts, 0xb00, seq, 2 * MSS, seq, 1);
+        if let Body::TcpRcv(b) = &mut ev.body {
+            b.ack = ack;
+        }
+        ev
+    };
+    let mut events = Vec::new();
+    for (k, &seq) in p.iter().enumerate() {
+        let t = 1_000 + k as u64 * 1_000;
+        events.push(rx::entry(t, 0xa00, seq, MSS));
+        events.push(rx::netif(t + 100, 0xa00, seq, MSS, 1));
+    }
+    // The reader released the socket at 10 µs: both merged skbs go to TCP.
+    events.push(merged(10_000, p[0]));
+    events.push(merged(10_500, p[2]));
+    let end = p[3] + MSS;
+    events.extend([
+        rx::ready(11_000, end, p[0]),
+        rx::copy(12_000, 0xb00, p[0], end, 4 * MSS),
+        rx::read(13_000, 4 * MSS as i32, end),
+    ]);
+    let report = run(
+        PathConfig {
+            sample_every: every,
+            ..Default::default()
+        },
+        &events,
+    );
+    let backlog = path(&report, "rx", "backlog");
+    assert_eq!((backlog.sampled_packets, backlog.packets), (1, 4));
+    assert_eq!(report.coverage.rx_packets, 1);
+    assert_eq!(report.coverage.rx_complete, 1);
+    // The kept packet entered at 4 µs: tcp at 10.5 µs, read at 13 µs.
+    for (name, ns) in [("ip_tcp", 10_500 - 4_100), ("read", 1_000)] {
+        let s = stage(backlog, name);
+        assert_eq!(
+            (s.count, s.p50_ns, s.max_ns, s.total_ns),
+            (1, ns, ns, ns * 4),
+            "{name}"
+        );
+    }
+    // Driver entry at 4 µs to the read at 13 µs.
+    assert_eq!((backlog.total.count, backlog.total.p50_ns), (1, 9_000));
+}
+
+#[test]
 fn napi_batching() {
     let poll = |ts, work| {
         let body = tt_napi_poll {

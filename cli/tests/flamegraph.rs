@@ -1,0 +1,204 @@
+//! `tenge-trace flamegraph` on real recordings: a lab transfer's path costs
+//! as an SVG that a browser renders, and a CPU profile of a bulk transfer.
+//! Needs root (BPF, namespaces); skipped otherwise unless CI is set.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// Two cores: the transfers should not fight.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn require_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: CI must run the real-kernel tests as root"
+    );
+    eprintln!("{test}: skipped: needs root (BPF, network namespaces)");
+    false
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
+}
+
+/// A fresh directory of this test run, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("tt-flamegraph-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("the command starts");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
+
+/// Kept after the test for people to look at: target/test-artifacts/.
+fn artifact(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR is target/tmp")
+        .join("test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn path_flamegraph_of_a_lab_transfer_names_the_stages_and_renders() {
+    if !require_root("path_flamegraph_of_a_lab_transfer") {
+        return;
+    }
+    let _serial = serial();
+    let tmp = TempDir::new("paths");
+    let trace = tmp.join("lab.tt");
+    run(bin().args(["lab", "--bytes", "16000000", "-o"]).arg(&trace));
+    let svg = artifact("paths-flamegraph.svg");
+    run(bin().arg("flamegraph").arg(&trace).arg("-o").arg(&svg));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.starts_with("<?xml") && text.contains("<svg"),
+        "not an SVG"
+    );
+    // Frames are direction;path…;stage: every stage of both directions is a
+    // frame (inferno puts the full name in each frame's <title>).
+    for stage in [
+        "tcp",
+        "qdisc",
+        "driver",
+        "napi",
+        "ip_tcp",
+        "tcp_queue",
+        "socket_queue",
+        "read",
+    ] {
+        assert!(
+            text.contains(&format!("<title>{stage} (")),
+            "no {stage} frame in {}",
+            svg.display()
+        );
+    }
+    for frame in ["<title>tx (", "<title>rx ("] {
+        assert!(text.contains(frame), "no {frame} frame");
+    }
+
+    let png = artifact("paths-flamegraph.png");
+    let _ = std::fs::remove_file(&png);
+    let profile = tmp.join("chromium-profile");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1200,800",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", svg.display()))
+        .output()
+        .expect("chromium runs (scripts/install-deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A blank 1200x800 page compresses to a few hundred bytes; frames with
+    // text do not.
+    let size = std::fs::metadata(&png)
+        .expect("chromium wrote the PNG")
+        .len();
+    assert!(size > 5_000, "{} is only {size} bytes", png.display());
+    eprintln!("rendered {} ({size} bytes)", png.display());
+}
+
+#[test]
+fn cpu_flamegraph_of_a_bulk_transfer_shows_tcp_and_copy_frames() {
+    if !require_root("cpu_flamegraph_of_a_bulk_transfer") {
+        return;
+    }
+    let _serial = serial();
+    let tmp = TempDir::new("cpu");
+    let trace = tmp.join("cpu.tt");
+    // CPU samples are not filtered by address or port; port 1 keeps every
+    // packet event out, so the file holds just the profile of the transfer
+    // that `lab` runs (and of everything else on the machine meanwhile).
+    run(bin()
+        .args([
+            "record",
+            "--cpu-profile",
+            "--cpu-hz",
+            "999",
+            "--port",
+            "1",
+            "-q",
+            "-o",
+        ])
+        .arg(&trace)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_tenge-trace"))
+        .args(["lab", "--bytes", "200000000"]));
+    let folded = tmp.join("cpu.folded");
+    run(bin()
+        .args(["flamegraph", "--cpu", "--folded"])
+        .arg(&trace)
+        .arg("-o")
+        .arg(&folded));
+    let stacks = std::fs::read_to_string(&folded).unwrap();
+    let frames: Vec<&str> = stacks
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .flat_map(|(stack, _)| stack.split(';'))
+        .collect();
+    assert!(
+        frames.iter().any(|f| f.starts_with("tcp_")),
+        "no tcp_ frame in {} stacks",
+        stacks.lines().count()
+    );
+    // Copies to and from user space: _copy_to_iter, skb_copy_datagram_iter, …
+    assert!(
+        frames.iter().any(|f| f.contains("copy")),
+        "no copy frame in {} stacks",
+        stacks.lines().count()
+    );
+    let svg = artifact("cpu-flamegraph.svg");
+    run(bin()
+        .args(["flamegraph", "--cpu"])
+        .arg(&trace)
+        .arg("-o")
+        .arg(&svg));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("tcp_"));
+}
