@@ -8,7 +8,10 @@ pub fn require_root(test: &str) -> bool {
     if unsafe { libc::geteuid() } == 0 {
         return true;
     }
-    assert!(std::env::var_os("CI").is_none(), "{test}: CI must run the real-kernel tests as root");
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: CI must run the real-kernel tests as root"
+    );
     eprintln!("{test}: skipped: needs root (BPF, network namespaces)");
     false
 }
