@@ -1,7 +1,7 @@
 //! Argument definitions.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -143,6 +143,13 @@ pub struct WatchArgs {
     /// Stop after this many seconds (default: until Ctrl-C).
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
+    /// Serve Prometheus metrics (OpenMetrics text) on http://ADDR:PORT/metrics;
+    /// a port alone listens on 127.0.0.1.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = tenge_trace::export::prometheus::parse_listen_addr)]
+    pub prometheus: Option<SocketAddr>,
+    /// Per-flow metric series for the N busiest flows (by bytes); the rest are summed into one "other" series.
+    #[arg(long, value_name = "N", default_value_t = tenge_trace::export::prometheus::DEFAULT_TOP_FLOWS, requires = "prometheus")]
+    pub prometheus_flows: usize,
 }
 
 #[derive(Args, Debug)]

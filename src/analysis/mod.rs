@@ -84,6 +84,21 @@ impl Analysis {
         &self.flows
     }
 
+    /// The window analyses so far, for live views ([`WindowAnalyzer::live_flows`]).
+    pub fn window(&self) -> &WindowAnalyzer {
+        &self.window
+    }
+
+    /// The path analyses so far, for live views ([`PathAnalyzer::stage_latencies`]).
+    pub fn paths(&self) -> &PathAnalyzer {
+        &self.paths
+    }
+
+    /// Events pushed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
     pub fn finish(self, provenance: Provenance) -> Report {
         let events_lost = provenance.lost.values().sum();
         let window = self.window.finish(events_lost);

@@ -1,4 +1,5 @@
-//! Exporters: JSON lines, tables, flamegraphs.
+//! Exporters: JSON lines, tables, flamegraphs, Prometheus metrics.
 pub mod flamegraph;
 pub mod json;
+pub mod prometheus;
 pub mod table;

@@ -1,15 +1,20 @@
 //! `tenge-trace watch`: trace live, alert as flows become window-limited,
-//! clamped or stalled (one alert per episode), and summarize at exit.
+//! clamped or stalled (one alert per episode), and summarize at exit. With
+//! `--prometheus`, the analyses' figures are published once a second for
+//! scrapes (see `tenge_trace::export::prometheus`).
 
 use super::alerts::AlertPrinter;
 use super::session;
 use crate::cli::WatchArgs;
+use anyhow::Context;
+use std::cell::RefCell;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tenge_trace::analysis::{Analysis, Provenance};
 use tenge_trace::collector::Collector;
 use tenge_trace::event::Event;
+use tenge_trace::export::prometheus::{MetricsServer, Snapshot};
 use tenge_trace::export::table::render_report;
 use tenge_trace::trace_file::kernel_release;
 
@@ -19,13 +24,24 @@ const EXIT_ALERT: u8 = 3;
 pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
     let mut tracer = session::start(&args.filters, None)?;
-    let mut analysis = Analysis::new(super::report::analysis_config(
+    let analysis = RefCell::new(Analysis::new(super::report::analysis_config(
         &args.alerts,
         args.filters.sample,
-    ));
+    )));
+    let metrics = args
+        .prometheus
+        .map(|addr| {
+            let server = MetricsServer::start(addr)
+                .with_context(|| format!("--prometheus {addr}: cannot listen"))?;
+            eprintln!(
+                "tenge-trace: Prometheus metrics on http://{}/metrics",
+                server.local_addr()
+            );
+            anyhow::Ok((server, tracer.plan().clone()))
+        })
+        .transpose()?;
     let mut printer = AlertPrinter::new(args.json);
     let mut progress = session::Progress::new(args.json);
-    let flow_count = std::cell::Cell::new(0);
     let deadline = args
         .duration
         .map(|s| Instant::now() + Duration::from_secs_f64(s));
@@ -40,20 +56,32 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             let Ok(ev) = Event::decode(record) else {
                 return;
             };
-            for alert in analysis.push(&ev) {
+            for alert in analysis.borrow_mut().push(&ev) {
                 printer.print(&alert);
                 if args.exit_on_alert {
                     flags.stop.store(true, Ordering::SeqCst);
                 }
             }
-            flow_count.set(analysis.flows().len());
         },
-        |stats| progress.tick(stats, flow_count.get()),
+        |stats| {
+            let analysis = analysis.borrow();
+            progress.tick(stats, analysis.flows().len());
+            if let Some((server, plan)) = &metrics {
+                server.publish(Snapshot::of(
+                    &analysis,
+                    args.prometheus_flows,
+                    stats.events,
+                    session::lost_by_name(&stats.lost),
+                    plan,
+                ));
+            }
+        },
     )?;
     progress.done();
     drop(tracer);
+    drop(metrics);
     let lost = session::lost_by_name(&stats.lost);
-    let report = analysis.finish(Provenance {
+    let report = analysis.into_inner().finish(Provenance {
         kernel_release: kernel_release(),
         sample_every: args.filters.sample,
         lost,

@@ -29,7 +29,7 @@ mod tx;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};
-use stats::{NapiAcc, PathTable, Recorder};
+use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
 use std::collections::HashMap;
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
@@ -73,6 +73,21 @@ impl Default for PathConfig {
             max_pending_per_flow: 8192,
         }
     }
+}
+
+/// One stage's latencies so far, merged over the paths of its direction and
+/// counted into buckets: what a live histogram shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StageLatency {
+    pub direction: &'static str,
+    pub stage: &'static str,
+    /// Sampled packets measured (not scaled by `sample_every`), and the exact
+    /// sum of their latencies.
+    pub count: u64,
+    pub sum_ns: u64,
+    /// `buckets[i]`: latencies in `(bounds[i-1], bounds[i]]`; the last one,
+    /// those above every bound. Values are placed to the histogram's 1 %.
+    pub buckets: Vec<u64>,
 }
 
 /// Sampled packet counts for coverage, and evictions.
@@ -196,6 +211,36 @@ impl PathAnalyzer {
             &self.napi,
             &self.counters,
         )
+    }
+
+    /// Every stage's latencies so far, over all flows, bucketed at
+    /// `bounds_ns` (ascending). Cheap enough for once a second: it walks the
+    /// recorded histogram buckets, nothing per packet.
+    pub fn stage_latencies(&self, bounds_ns: &[u64]) -> Vec<StageLatency> {
+        let mut out = Vec::new();
+        for (dir, spec) in DIRECTIONS.iter().enumerate() {
+            for (k, &stage) in spec.stages.iter().enumerate() {
+                let mut latency = StageLatency {
+                    direction: spec.name,
+                    stage,
+                    count: 0,
+                    sum_ns: 0,
+                    buckets: vec![0; bounds_ns.len() + 1],
+                };
+                for (_, acc) in self.overall.iter().filter(|(id, _)| id.dir as usize == dir) {
+                    let s = &acc.stages[k];
+                    latency.count += s.hist.len();
+                    latency.sum_ns = latency.sum_ns.saturating_add(s.sum_ns);
+                    for v in s.hist.iter_recorded() {
+                        let value = s.hist.lowest_equivalent(v.value_iterated_to());
+                        latency.buckets[bounds_ns.partition_point(|&b| b < value)] +=
+                            u64::from(v.count_at_value());
+                    }
+                }
+                out.push(latency);
+            }
+        }
+        out
     }
 
     /// Device-layer packets name the flow by addresses: outgoing ones

@@ -263,15 +263,15 @@ fn seq_comparison_wraps() {
     assert!(!seq_before(5, 5) && !seq_after(5, 5));
 }
 
-#[test]
-fn tx_at_once_and_held_by_cwnd_rwnd_pacing() {
+/// Four writes: one sent at once, one held by cwnd, one by rwnd, one by pacing.
+fn tx_hold_events() -> Vec<Event> {
     let open = |snd_una, snd_nxt, snd_cwnd| tx::State {
         snd_una,
         snd_nxt,
         snd_cwnd,
         snd_wnd: 65535,
     };
-    let events = [
+    vec![
         // An ACK out of the socket sets the limits: cwnd 10, window 65535.
         tx::queue(1_000, 0x100, 1000, 0, 0, open(1000, 1000, 10)),
         // At once: written at 10 µs, queued 5 µs later.
@@ -299,8 +299,12 @@ fn tx_at_once_and_held_by_cwnd_rwnd_pacing() {
         tx::queue(1_210_000, 0x600, 4000, 1000, 1, open(4000, 4000, 10)),
         tx::start_xmit(1_210_300, 0x600, 4000, 1000),
         tx::xmit(1_210_400, 0x600, 4000, 1000),
-    ];
-    let report = run(PathConfig::default(), &events);
+    ]
+}
+
+#[test]
+fn tx_at_once_and_held_by_cwnd_rwnd_pacing() {
+    let report = run(PathConfig::default(), &tx_hold_events());
     let at_once = path(&report, "tx", "at_once");
     assert_eq!((at_once.packets, at_once.dimension), (1, "hold"));
     assert_all(at_once, "tcp", 1, 5_000);
@@ -928,4 +932,35 @@ fn throughput() {
         (report.coverage.tx_complete, report.coverage.rx_complete),
         (n as u64, n as u64)
     );
+}
+
+#[test]
+fn live_stage_latencies_bucket_every_measured_packet() {
+    let mut analyzer = PathAnalyzer::new(PathConfig::default());
+    for ev in tx_hold_events() {
+        analyzer.push(&ev);
+    }
+    let bounds = [1_000, 100_000, 1_000_000];
+    let live = analyzer.stage_latencies(&bounds);
+    let stage = |name: &str| live.iter().find(|s| s.stage == name).unwrap();
+    // tcp: 5 µs, then 300, 390 and 200 µs held (see tx_at_once_and_held_by_cwnd_rwnd_pacing).
+    let tcp = stage("tcp");
+    assert_eq!((tcp.direction, tcp.count, tcp.sum_ns), ("tx", 4, 895_000));
+    assert_eq!(tcp.buckets, [0, 1, 3, 0]);
+    // qdisc 1000, 1000, 100, 300 ns: all at or below the first bound.
+    assert_eq!(
+        (stage("qdisc").sum_ns, &stage("qdisc").buckets[..]),
+        (2_400, &[4, 0, 0, 0][..])
+    );
+    // driver 2000, 500, 100, 100 ns.
+    assert_eq!(
+        (stage("driver").sum_ns, &stage("driver").buckets[..]),
+        (2_700, &[3, 1, 0, 0][..])
+    );
+    // Every RX stage is listed, empty.
+    assert_eq!(live.len(), 3 + 5);
+    assert!(live
+        .iter()
+        .filter(|s| s.direction == "rx")
+        .all(|s| s.count == 0 && s.buckets == [0; 4]));
 }

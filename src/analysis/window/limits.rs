@@ -230,6 +230,15 @@ pub struct LimitFractions {
     pub unlimited: f64,
 }
 
+/// Busy time spent limited by each cause, in ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LimitTimes {
+    pub rwnd_ns: u64,
+    pub cwnd_ns: u64,
+    pub sndbuf_ns: u64,
+    pub app_ns: u64,
+}
+
 /// The kernel's view (`tcp_info`): `tcpi_busy_time` is the sum of the three chronos.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct KernelChrono {
@@ -326,6 +335,16 @@ impl LimitTracker {
 
     pub fn busy_ns(&self) -> u64 {
         BUSY_LIMITS.iter().map(|&l| self.ns[l as usize]).sum()
+    }
+
+    /// Busy time charged to each limit so far (our per-event figures).
+    pub fn limited(&self) -> LimitTimes {
+        LimitTimes {
+            rwnd_ns: self.ns[Limit::Rwnd as usize],
+            cwnd_ns: self.ns[Limit::Cwnd as usize],
+            sndbuf_ns: self.ns[Limit::Sndbuf as usize],
+            app_ns: self.ns[Limit::App as usize],
+        }
     }
 
     /// rwnd, cwnd, sndbuf fractions over the recent window, and the time it covers.

@@ -26,7 +26,7 @@ pub mod stalls;
 
 pub use advice::{Advice, MtuOption};
 pub use alerts::{Alert, AlertKind};
-pub use limits::{KernelChrono, LimitFractions, LimitsReport};
+pub use limits::{KernelChrono, LimitFractions, LimitTimes, LimitsReport};
 pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowClassifier};
 pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
@@ -415,6 +415,45 @@ impl Flow {
     }
 }
 
+/// One socket's figures so far, for live metrics: cumulative counts and
+/// times (never decreasing while the socket is tracked) and its current state.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LiveWindow {
+    pub sock_cookie: u64,
+    /// Busy time limited by each cause (per-event figures, see [`LimitsReport`]).
+    pub limited: LimitTimes,
+    pub advertised_count: u64,
+    pub mss_rounded_count: u64,
+    pub mss_rounding_bytes_lost: u64,
+    /// Share of free space the latest windows lost to rounding or clamping
+    /// (what the `mss_clamp` alert watches); None until enough windows were seen.
+    pub recent_rounding_loss: Option<f64>,
+    /// SWS stalls of either side, the one in progress included, and their
+    /// time up to the socket's latest event.
+    pub sws_stalls: u64,
+    pub sws_stall_ns: u64,
+    pub stalled: bool,
+}
+
+impl Flow {
+    fn live(&self) -> LiveWindow {
+        let (send_count, send_ns, send_active) = self.send_stalls.so_far(self.last_ns);
+        let (recv_count, recv_ns, recv_active) = self.recv_stalls.so_far(self.last_ns);
+        let rx = self.rx.counts();
+        LiveWindow {
+            sock_cookie: self.cookie,
+            limited: self.limits.limited(),
+            advertised_count: rx.advertised_count,
+            mss_rounded_count: rx.mss_rounded_count,
+            mss_rounding_bytes_lost: rx.mss_rounding_bytes_lost,
+            recent_rounding_loss: self.rx.recent_loss().map(|(fraction, _, _)| fraction),
+            sws_stalls: send_count + recv_count,
+            sws_stall_ns: send_ns + recv_ns,
+            stalled: send_active || recv_active,
+        }
+    }
+}
+
 /// The window analyses of one socket.
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowWindowReport {
@@ -541,6 +580,11 @@ impl WindowAnalyzer {
         let flow = self.flows.get_mut(&cookie).expect("inserted above");
         flow.on_event(ev, &peer, &self.cfg, &mut self.alerts);
         self.alerts.drain(..)
+    }
+
+    /// Every socket's figures so far, in no particular order.
+    pub fn live_flows(&self) -> impl Iterator<Item = LiveWindow> + '_ {
+        self.flows.values().map(Flow::live)
     }
 
     /// Records a socket's ends and pairs it with the socket at the other end.

@@ -349,6 +349,11 @@ impl ReceiverSide {
         })
     }
 
+    /// The counts so far (the means are left at 0: they need `report`).
+    pub fn counts(&self) -> &ReceiveWindow {
+        &self.report
+    }
+
     pub fn report(&mut self, last_ns: u64) -> ReceiveWindow {
         self.means.pause(last_ns);
         let mut r = self.report.clone();

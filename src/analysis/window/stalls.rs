@@ -163,6 +163,20 @@ impl StallDetector {
         }
     }
 
+    /// Stalls so far (the one in progress included), their time up to
+    /// `now_ns`, and whether one is in progress.
+    pub fn so_far(&self, now_ns: u64) -> (u64, u64, bool) {
+        let done_ns: u64 = self.done.iter().map(|s| s.duration_ns).sum();
+        match &self.active {
+            Some(a) => (
+                self.done.len() as u64 + 1,
+                done_ns + now_ns.saturating_sub(a.stall.start_ns),
+                true,
+            ),
+            None => (self.done.len() as u64, done_ns, false),
+        }
+    }
+
     /// Closes a stall still open when the trace ends.
     pub fn finish(&mut self, last_ns: u64) {
         self.close(last_ns, false);

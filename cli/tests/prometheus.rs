@@ -1,0 +1,361 @@
+//! `watch --prometheus` against a real Prometheus (Debian's `prometheus`) that
+//! scrapes it and evaluates the example alert rules, and promtool on the
+//! example files.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tenge_trace::lab::{Lab, LabConfig, Scenario};
+
+fn require_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: CI must run the real-kernel tests as root"
+    );
+    eprintln!("{test}: skipped: needs root (BPF, network namespaces)");
+    false
+}
+
+/// Debian's prometheus package provides both tools; scripts/install-deps.sh installs it.
+fn tool(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} not installed: run scripts/install-deps.sh"
+        );
+        eprintln!("skipped: {name} not installed (scripts/install-deps.sh installs it)");
+    }
+    found
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/prometheus")
+}
+
+#[test]
+fn example_rules_and_config_pass_promtool() {
+    let Some(promtool) = tool("promtool") else {
+        return;
+    };
+    for (what, file) in [("rules", "alerts.yml"), ("config", "prometheus.yml")] {
+        let out = Command::new(&promtool)
+            .args(["check", what])
+            .arg(examples().join(file))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "promtool check {what} {file}:\n{text}"
+        );
+        assert!(text.contains("SUCCESS"), "{text}");
+    }
+}
+
+/// A child process stopped on drop: SIGTERM (watch then detaches its probes
+/// and prints its summary), SIGKILL if it is still there after 10 s.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("tt-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Sets the flag on drop, so a failing test does not leave the transfer running.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// GET over HTTP/1.0: (status, body).
+fn http_get(addr: SocketAddr, target: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {target} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_string()))
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Prometheus's HTTP API: the `data` of a successful answer.
+fn api(prometheus: SocketAddr, target: &str) -> Value {
+    let (status, body) = http_get(prometheus, target).unwrap();
+    let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{target}: {e}: {body}"));
+    assert_eq!(
+        (status, v["status"].as_str()),
+        (200, Some("success")),
+        "{target}: {body}"
+    );
+    v["data"].clone()
+}
+
+/// An instant query: each series' labels and value.
+fn query(prometheus: SocketAddr, promql: &str) -> Vec<(Value, f64)> {
+    let data = api(
+        prometheus,
+        &format!("/api/v1/query?query={}", percent_encode(promql)),
+    );
+    data["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let value = r["value"][1].as_str().unwrap().parse().unwrap();
+            (r["metric"].clone(), value)
+        })
+        .collect()
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The example rules with durations a test can wait for: `for:` 2 s, rate windows 5 s.
+fn test_rules() -> String {
+    std::fs::read_to_string(examples().join("alerts.yml"))
+        .unwrap()
+        .lines()
+        .map(|line| match line.trim_start().strip_prefix("for:") {
+            Some(_) => format!("{}for: 2s", &line[..line.len() - line.trim_start().len()]),
+            None => line.replace("[5m]", "[5s]"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn prometheus_scrapes_watch_and_an_example_rule_fires() {
+    if !require_root("prometheus_scrapes_watch_and_an_example_rule_fires") {
+        return;
+    }
+    let Some(prometheus_bin) = tool("prometheus") else {
+        return;
+    };
+    // The paper's clamp (MTU 9000, no window scaling, SO_RCVBUF 33000), long
+    // enough for scrapes and rule evaluations: the sender waits on the 53688-byte
+    // window (6 x 8948) most of its busy time (about 80 %, see `lab --scenario mss-clamp`).
+    let cfg = LabConfig {
+        bytes: 16 << 30,
+        ..Scenario::MssClamp.config()
+    };
+    let lab = Lab::new(&cfg).unwrap();
+    let receiver = lab.receiver_ip().to_string();
+    let dir = TempDir::new("prometheus");
+    let metrics_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let prometheus_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+
+    let log = |name: &str| std::fs::File::create(dir.0.join(name)).unwrap();
+    let _watch = Running(
+        Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
+            .args(["watch", "--json", "--addr", &receiver, "--prometheus"])
+            .arg(metrics_addr.to_string())
+            .stdout(Stdio::null())
+            .stderr(log("watch.log"))
+            .spawn()
+            .unwrap(),
+    );
+    // The first snapshot comes one collector tick after the probes are attached.
+    wait_until("watch's first snapshot", Duration::from_secs(60), || {
+        http_get(metrics_addr, "/metrics").is_ok_and(|(status, body)| {
+            status == 200
+                && body
+                    .lines()
+                    .any(|l| l.starts_with("tenge_trace_probes_attached ") && !l.ends_with(" 0"))
+        })
+    });
+
+    std::fs::write(dir.0.join("alerts.yml"), test_rules()).unwrap();
+    std::fs::write(
+        dir.0.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - {rules}\n\
+             scrape_configs:\n  - job_name: tenge-trace\n    static_configs:\n      - targets: [\"{metrics_addr}\"]\n",
+            rules = dir.0.join("alerts.yml").display()
+        ),
+    )
+    .unwrap();
+    let _prometheus = Running(
+        Command::new(prometheus_bin)
+            .arg(format!(
+                "--config.file={}",
+                dir.0.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.0.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={prometheus_addr}"))
+            .stdout(Stdio::null())
+            .stderr(log("prometheus.log"))
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("Prometheus to be ready", Duration::from_secs(60), || {
+        http_get(prometheus_addr, "/-/ready").is_ok_and(|(status, _)| status == 200)
+    });
+    let rules = api(prometheus_addr, "/api/v1/rules");
+    assert_eq!(
+        rules["groups"][0]["rules"].as_array().map(Vec::len),
+        Some(6),
+        "{rules}"
+    );
+
+    let stop = AtomicBool::new(false);
+    let ours = |labels: &Value| {
+        ["src", "dst"].iter().any(|k| {
+            labels[k]
+                .as_str()
+                .is_some_and(|a| a.starts_with(&format!("{receiver}:")))
+        })
+    };
+    let (fired, series) = std::thread::scope(|s| {
+        let transfer = s.spawn(|| lab.run_transfer_until(&cfg, &stop, |_| {}));
+        let _stop = SetOnDrop(&stop);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let fired = loop {
+            let alerts = api(prometheus_addr, "/api/v1/alerts");
+            let firing = alerts["alerts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["state"] == "firing" && ours(&a["labels"]));
+            if let Some(alert) = firing {
+                break alert.clone();
+            }
+            assert!(
+                !transfer.is_finished() && Instant::now() < deadline,
+                "no example rule fired for the lab's flows; last alerts: {alerts}; Prometheus log in {}",
+                dir.0.display()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        // While the flows are open: their series, and the global ones.
+        let series: Vec<Vec<(Value, f64)>> = [
+            "tenge_trace_flow_transferred_bytes_total{direction=\"sent\"}",
+            "tenge_trace_flow_window_limited_seconds_total{cause=\"rwnd\"}",
+            "tenge_trace_window_limited_seconds_total{cause=\"rwnd\"}",
+            "sum(tenge_trace_stage_latency_seconds_count{direction=\"rx\"})",
+            "tenge_trace_events_total",
+            "tenge_trace_probes_attached",
+        ]
+        .iter()
+        .map(|q| query(prometheus_addr, q))
+        .collect();
+        stop.store(true, Ordering::SeqCst);
+        transfer.join().unwrap().unwrap();
+        (fired, series)
+    });
+    eprintln!("fired: {fired}");
+    let name = fired["labels"]["alertname"].as_str().unwrap_or_default();
+    assert!(
+        [
+            "TcpWindowClamped",
+            "TcpReceiveWindowLimited",
+            "TcpSillyWindowStall"
+        ]
+        .contains(&name),
+        "{fired}"
+    );
+    assert!(fired["annotations"]["runbook"]
+        .as_str()
+        .is_some_and(|r| r.contains("tenge-trace report")));
+
+    let [sent, flow_rwnd, rwnd, rx_latencies, events, probes] = &series[..] else {
+        unreachable!()
+    };
+    // The sender's socket (local end first) has sent over a megabyte to the receiver.
+    assert!(
+        sent.iter()
+            .any(|(l, v)| l["dst"].as_str().is_some_and(|d| d.starts_with(&receiver)) && *v > 1e6),
+        "{sent:?}"
+    );
+    assert!(
+        flow_rwnd.iter().any(|(l, v)| ours(l) && *v > 0.1),
+        "{flow_rwnd:?}"
+    );
+    assert!(rwnd.first().is_some_and(|(_, v)| *v > 0.1), "{rwnd:?}");
+    assert!(
+        rx_latencies.first().is_some_and(|(_, v)| *v > 1000.0),
+        "{rx_latencies:?}"
+    );
+    assert!(
+        events.first().is_some_and(|(_, v)| *v > 1000.0),
+        "{events:?}"
+    );
+    assert!(probes.first().is_some_and(|(_, v)| *v >= 5.0), "{probes:?}");
+}
