@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 /// How long one poll(2) waits before draining anyway.
 const POLL_TIMEOUT: Duration = Duration::from_millis(10);
 /// How often `on_tick` is called.
+/// Records taken from the ring between looks at the clock and the stop flag.
+const BATCH: u64 = 4096;
 const TICK: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,23 +61,28 @@ impl Collector {
             elapsed: Duration::ZERO,
         };
         let mut next_tick = started + TICK;
+        // Returns whether the ring may hold more (a full batch was taken).
         let mut drain = |tracer: &mut Tracer, stats: &mut CollectStats| {
-            let (events, bytes) = tracer.drain(&mut on_record);
+            let (events, bytes) = tracer.drain(BATCH, &mut on_record);
             stats.events += events;
             stats.bytes += bytes;
+            events == BATCH
         };
         while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
-            wait_readable(tracer.ring_fd(), POLL_TIMEOUT)?;
-            drain(tracer, &mut stats);
+            // Batches keep the stop flag, the deadline and the ticks live when
+            // the producers outrun the reader; wait only once the ring is empty.
+            if !drain(tracer, &mut stats) {
+                wait_readable(tracer.ring_fd(), POLL_TIMEOUT)?;
+            }
             let now = Instant::now();
             if now >= next_tick {
                 stats.elapsed = now - started;
                 stats.lost = tracer.lost()?;
                 on_tick(&stats);
-                next_tick += TICK;
+                next_tick = now + TICK;
             }
         }
-        drain(tracer, &mut stats);
+        while drain(tracer, &mut stats) {}
         stats.lost = tracer.lost()?;
         stats.elapsed = started.elapsed();
         Ok(stats)

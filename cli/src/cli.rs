@@ -210,6 +210,8 @@ pub struct LabArgs {
     /// Keep 1 packet in N.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub sample: u32,
+    #[command(flatten)]
+    pub alerts: AlertArgs,
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,

@@ -155,10 +155,12 @@ impl Tracer {
         self.ring.as_raw_fd()
     }
 
-    /// Hands every record now in the ring to `on_record`; returns (records, bytes).
-    pub fn drain(&mut self, mut on_record: impl FnMut(&[u8])) -> (u64, u64) {
+    /// Hands up to `max_records` of the records now in the ring to
+    /// `on_record`; returns (records, bytes).
+    pub fn drain(&mut self, max_records: u64, mut on_record: impl FnMut(&[u8])) -> (u64, u64) {
         let (mut records, mut bytes) = (0, 0);
-        while let Some(item) = self.ring.next() {
+        while records < max_records {
+            let Some(item) = self.ring.next() else { break };
             records += 1;
             bytes += item.len() as u64;
             on_record(&item);
