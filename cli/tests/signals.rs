@@ -44,7 +44,7 @@ fn interrupt_after(
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    (status, out, err)
+    (status, out, err, child.id())
 }
 
 /// The tests here watch the kernel's BPF links as a whole: one at a time.
@@ -75,7 +75,7 @@ fn lab_interrupted_reports_and_cleans_up() {
     let mut cmd = bin();
     cmd.args(["lab", "--scenario", "sws-stall"]);
     // The scenario's reader pauses 1 s, then sips for 2 s: interrupt it mid-stall.
-    let (status, out, err) = interrupt_after(cmd, Duration::from_millis(2500));
+    let (status, out, err, pid) = interrupt_after(cmd, Duration::from_millis(2500));
     assert!(status.success(), "exit {status}: {err}");
     assert!(out.contains("(interrupted)"), "{out}");
     assert!(
@@ -86,7 +86,7 @@ fn lab_interrupted_reports_and_cleans_up() {
     assert!(
         !String::from_utf8_lossy(&ns.stdout)
             .lines()
-            .any(|l| l.starts_with("tt-")),
+            .any(|l| l.starts_with(&format!("tt-{pid}-"))),
         "namespaces left behind"
     );
     let after = link_ids();
