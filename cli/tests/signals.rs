@@ -11,10 +11,11 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
 }
 
+/// Runs `cmd`, sends SIGINT after `after`; returns its status, stdout, stderr and pid.
 fn interrupt_after(
     mut cmd: Command,
     after: Duration,
-) -> (std::process::ExitStatus, String, String) {
+) -> (std::process::ExitStatus, String, String, u32) {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
