@@ -174,11 +174,11 @@ mod tests {
         let mss = cfg.mtu - 20 - 20 - 12; // IPv4, TCP, timestamps
         assert_eq!(mss, 8948);
         let sk_rcvbuf = 2 * cfg.rcvbuf.unwrap(); // the kernel doubles SO_RCVBUF
-        let free = sk_rcvbuf * 234 >> 8; // tcp_win_from_space at scaling_ratio 234
+        let free = (sk_rcvbuf * 234) >> 8; // tcp_win_from_space at scaling_ratio 234
         assert_eq!(free, 32906);
         assert_eq!(free / mss * mss, 26844);
         // The SYN-ACK, at the initial ratio of 128: rounddown(18000, 8948).
-        assert_eq!((sk_rcvbuf * 128 >> 8) / mss * mss, 17896);
+        assert_eq!(((sk_rcvbuf * 128) >> 8) / mss * mss, 17896);
         assert!(!cfg.window_scaling);
     }
 }
