@@ -195,3 +195,47 @@ fn a_full_ring_buffer_counts_what_it_drops() {
     assert!(run.stats.lost[window_adv] > 0, "{:?}", run.stats.lost);
     eprintln!("received {received}, lost {lost}: {:?}", run.stats.lost);
 }
+
+#[test]
+fn the_netns_filter_keeps_one_namespace() {
+    if !common::require_root("the_netns_filter_keeps_one_namespace") {
+        return;
+    }
+    let cfg = LabConfig {
+        bytes: 4 << 20,
+        ..LabConfig::default()
+    };
+    let lab = Lab::new(&cfg).unwrap();
+    let receiver_ns = lab.receiver_netns().inum().unwrap() as u32;
+    // The same inode the CLI's --netns NAME resolves to.
+    assert_eq!(
+        tenge_trace::probe::netns_inode(lab.receiver_netns().name()).unwrap(),
+        receiver_ns
+    );
+    let mut options = TracerOptions::default();
+    options.filters.netns = Some(receiver_ns);
+    let mut netns_seen = std::collections::BTreeSet::new();
+    let mut kinds = std::collections::BTreeSet::new();
+    run_traced(
+        &lab,
+        &cfg,
+        options,
+        &AtomicBool::new(false),
+        |record| {
+            let ev = Event::decode(record).unwrap();
+            netns_seen.insert(ev.hdr.netns);
+            kinds.insert(ev.kind_name());
+        },
+        |_| {},
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(
+        netns_seen.into_iter().collect::<Vec<_>>(),
+        vec![receiver_ns]
+    );
+    // The receiver's side of the path is all there.
+    for kind in ["tcp_rcv", "window_adv", "app_read"] {
+        assert!(kinds.contains(kind), "{kind} missing: {kinds:?}");
+    }
+}
