@@ -141,11 +141,14 @@ pub fn render_report(report: &Report) -> String {
             "{} -> {} (cookie {})",
             flow.src, flow.dst, flow.sock_cookie
         );
-        if let Some(chain) = &flow.window.chain {
+        if let Some(c) = &flow.window.chain {
             let _ = writeln!(
                 out,
-                "  window chain: {}",
-                serde_json::to_string(chain).unwrap_or_default()
+                "  window chain: {} B free -> {} B advertised (rounded to the receiver's MSS estimate) -> {} B usable (whole segments of the sender's MSS): {} lost",
+                c.free_space,
+                c.advertised,
+                c.usable,
+                pct(c.compounded_loss_fraction)
             );
         }
         if let (Some(ideal), Some(allowed)) =
