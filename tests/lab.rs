@@ -2,6 +2,8 @@
 //! tcpdump/tshark, iperf3). Needs root (namespaces); skipped otherwise unless
 //! CI is set.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,18 +12,6 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tenge_trace::lab::capture::{self, Capture, WireSegment};
 use tenge_trace::lab::{self, iperf, ss, Lab, LabConfig, Reader, Scenario, TransferReport};
-
-fn require_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("root-only test under CI: run the tests as root");
-    }
-    eprintln!("skipped: needs root (network namespaces)");
-    false
-}
 
 /// Tests run one at a time: they check that no namespace of this process is
 /// left, and the scenarios' timings should not fight over two cores.
@@ -91,7 +81,7 @@ fn syn_ack_window(segments: &[WireSegment], receiver: SocketAddr) -> u16 {
 
 #[test]
 fn jumbo_transfer_without_scaling_matches_ss_and_tcp_info() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -156,7 +146,7 @@ fn jumbo_transfer_without_scaling_matches_ss_and_tcp_info() {
 
 #[test]
 fn mss_clamp_windows_are_mss_multiples_on_the_wire() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -236,7 +226,7 @@ fn classify_windows(segments: &[WireSegment], receiver: SocketAddr, mss: u32) ->
 
 #[test]
 fn sws_stall_closes_the_window_and_draws_probes() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -267,7 +257,7 @@ fn sws_stall_closes_the_window_and_draws_probes() {
 
 #[test]
 fn healthy_has_no_zero_windows_and_unrounded_windows() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -294,7 +284,7 @@ fn healthy_has_no_zero_windows_and_unrounded_windows() {
 
 #[test]
 fn rwnd_limited_sender_waits_on_the_window() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -315,7 +305,7 @@ fn rwnd_limited_sender_waits_on_the_window() {
 
 #[test]
 fn bottleneck_runs_at_the_tbf_rate() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -343,7 +333,7 @@ fn bottleneck_runs_at_the_tbf_rate() {
 
 #[test]
 fn fast_reader_throughput_by_mtu() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -368,7 +358,7 @@ fn fast_reader_throughput_by_mtu() {
 
 #[test]
 fn namespaces_are_gone_after_drop_panic_and_failed_setup() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -430,7 +420,7 @@ fn namespaces_are_gone_after_drop_panic_and_failed_setup() {
 
 #[test]
 fn netns_identity_matches_the_kernel() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -473,7 +463,7 @@ fn netns_identity_matches_the_kernel() {
 
 #[test]
 fn link_options_reach_the_sender_veth() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -530,7 +520,7 @@ fn link_options_reach_the_sender_veth() {
 
 #[test]
 fn parallel_labs_do_not_collide() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -554,7 +544,7 @@ fn parallel_labs_do_not_collide() {
 
 #[test]
 fn stop_flag_ends_a_stalled_transfer_early() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -589,7 +579,7 @@ fn stop_flag_ends_a_stalled_transfer_early() {
 
 #[test]
 fn a_failing_end_reports_its_own_error() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();
@@ -608,7 +598,7 @@ fn a_failing_end_reports_its_own_error() {
 
 #[test]
 fn iperf3_between_the_namespaces() {
-    if !require_root() {
+    if !common::require_root("lab") {
         return;
     }
     let _serial = serial();

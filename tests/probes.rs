@@ -15,10 +15,6 @@ use tenge_trace::collector::Collector;
 use tenge_trace::event::{tcp_flags, Body, Event};
 use tenge_trace::probe::{check, Backend, Filters, Tracer, TracerOptions};
 
-fn require_root() -> bool {
-    common::require_root("probes")
-}
-
 const TRANSFER_BYTES: usize = 4 << 20;
 /// Small enough that the receive window has to move.
 const RCVBUF: libc::c_int = 64 << 10;
@@ -199,7 +195,7 @@ fn count_by_kind(events: &[Event]) -> HashMap<&'static str, usize> {
 
 #[test]
 fn traces_a_loopback_transfer() {
-    if !require_root() {
+    if !common::require_root("probes") {
         return;
     }
     assert_transfer(
@@ -211,7 +207,7 @@ fn traces_a_loopback_transfer() {
 /// raw_tp always; classic tracepoints only where tracefs is mounted.
 #[test]
 fn other_backends_trace_the_same_path() {
-    if !require_root() {
+    if !common::require_root("probes") {
         return;
     }
     for backend in [Backend::RawTp, Backend::Tracepoint] {
@@ -357,7 +353,7 @@ fn assert_transfer(transfer: &Transfer, cookies_from_start: bool) {
 
 #[test]
 fn sampling_keeps_whole_packets() {
-    if !require_root() {
+    if !common::require_root("probes") {
         return;
     }
     let all = trace_transfer(small_rcvbuf_listener(), 0, &Backend::LADDER).events;
@@ -401,7 +397,7 @@ fn sampling_keeps_whole_packets() {
 
 #[test]
 fn check_reports_this_machine() {
-    if !require_root() {
+    if !common::require_root("probes") {
         return;
     }
     let report = check();
@@ -432,7 +428,7 @@ fn check_reports_this_machine() {
 
 #[test]
 fn cpu_samples_resolve_to_kernel_symbols() {
-    if !require_root() {
+    if !common::require_root("probes") {
         return;
     }
     // Port 1 matches no traffic: only the perf_event samples get through.

@@ -167,6 +167,16 @@ pub struct FlamegraphArgs {
     /// Where the CPU time went (needs a recording made with --cpu-profile).
     #[arg(long)]
     pub cpu: bool,
+    /// Only one direction: time spent waiting to send dwarfs the receive
+    /// path, so each is easier to read alone.
+    #[arg(long, value_name = "tx|rx", conflicts_with = "cpu")]
+    pub direction: Option<Direction>,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Direction {
+    Tx,
+    Rx,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]

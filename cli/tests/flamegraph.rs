@@ -2,6 +2,9 @@
 //! as an SVG that a browser renders, and a CPU profile of a bulk transfer.
 //! Needs root (BPF, namespaces); skipped otherwise unless CI is set.
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
@@ -11,19 +14,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn require_root(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: CI must run the real-kernel tests as root"
-    );
-    eprintln!("{test}: skipped: needs root (BPF, network namespaces)");
-    false
 }
 
 fn bin() -> Command {
@@ -75,7 +65,7 @@ fn artifact(name: &str) -> PathBuf {
 
 #[test]
 fn path_flamegraph_of_a_lab_transfer_names_the_stages_and_renders() {
-    if !require_root("path_flamegraph_of_a_lab_transfer") {
+    if !common::require_root("path_flamegraph_of_a_lab_transfer") {
         return;
     }
     let _serial = serial();
@@ -110,6 +100,20 @@ fn path_flamegraph_of_a_lab_transfer_names_the_stages_and_renders() {
     for frame in ["<title>tx (", "<title>rx ("] {
         assert!(text.contains(frame), "no {frame} frame");
     }
+
+    // One direction alone: waiting to send dwarfs the receive path otherwise.
+    let rx_svg = artifact("paths-flamegraph-rx.svg");
+    run(bin()
+        .arg("flamegraph")
+        .arg(&trace)
+        .args(["--direction", "rx", "-o"])
+        .arg(&rx_svg));
+    let rx_text = std::fs::read_to_string(&rx_svg).unwrap();
+    assert!(rx_text.contains("<title>rx (") && rx_text.contains("<title>read ("));
+    assert!(
+        !rx_text.contains("<title>tx ("),
+        "--direction rx keeps only rx stacks"
+    );
 
     let png = artifact("paths-flamegraph.png");
     let _ = std::fs::remove_file(&png);
@@ -147,7 +151,7 @@ fn path_flamegraph_of_a_lab_transfer_names_the_stages_and_renders() {
 
 #[test]
 fn cpu_flamegraph_of_a_bulk_transfer_shows_tcp_and_copy_frames() {
-    if !require_root("cpu_flamegraph_of_a_bulk_transfer") {
+    if !common::require_root("cpu_flamegraph_of_a_bulk_transfer") {
         return;
     }
     let _serial = serial();

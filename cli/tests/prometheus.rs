@@ -2,6 +2,9 @@
 //! scrapes it and evaluates the example alert rules, and promtool on the
 //! example files.
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -10,19 +13,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tenge_trace::lab::{Lab, LabConfig, Scenario};
-
-fn require_root(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: CI must run the real-kernel tests as root"
-    );
-    eprintln!("{test}: skipped: needs root (BPF, network namespaces)");
-    false
-}
 
 /// Debian's prometheus package provides both tools; scripts/install-deps.sh installs it.
 fn tool(name: &str) -> Option<PathBuf> {
@@ -199,7 +189,7 @@ fn test_rules() -> String {
 
 #[test]
 fn prometheus_scrapes_watch_and_an_example_rule_fires() {
-    if !require_root("prometheus_scrapes_watch_and_an_example_rule_fires") {
+    if !common::require_root("prometheus_scrapes_watch_and_an_example_rule_fires") {
         return;
     }
     let Some(prometheus_bin) = tool("prometheus") else {

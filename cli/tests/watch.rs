@@ -1,25 +1,15 @@
 //! `tenge-trace watch` on a live lab transfer: how soon the first alert comes
 //! and that each stall is reported once. Needs root (BPF, namespaces).
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
 use serde_json::Value;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tenge_trace::lab::capture::{self, Capture};
 use tenge_trace::lab::{Lab, Scenario};
 use tenge_trace::trace_file::TraceMeta;
-
-fn require_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must run the real-kernel tests as root"
-    );
-    eprintln!("skipped: needs root (BPF, network namespaces)");
-    false
-}
 
 /// A running `watch`; interrupted (Ctrl-C, so it prints its summary) and
 /// reaped when dropped, also on a failed assertion.
@@ -90,7 +80,7 @@ impl Drop for Watch {
 
 #[test]
 fn watch_alerts_within_a_second_and_once_per_stall() {
-    if !require_root() {
+    if !common::require_root("watch") {
         return;
     }
     let cfg = Scenario::SwsStall.config();

@@ -1,6 +1,6 @@
 //! `tenge-trace flamegraph FILE -o out.svg [--folded] [--flow COOKIE] [--cpu]`
 
-use crate::cli::FlamegraphArgs;
+use crate::cli::{Direction, FlamegraphArgs};
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
@@ -24,8 +24,17 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
         };
         let mut paths = PathAnalyzer::new(cfg);
         reader.for_each(|ev| paths.push(ev))?;
+        let mut folded = folded_paths(&paths.finish(), args.flow);
+        if let Some(direction) = args.direction {
+            let prefix = if direction == Direction::Tx {
+                "tx;"
+            } else {
+                "rx;"
+            };
+            folded.retain(|line| line.starts_with(prefix));
+        }
         (
-            folded_paths(&paths.finish(), args.flow),
+            folded,
             "Path costs: direction;path;stage, weighted by time",
             "ns",
         )
