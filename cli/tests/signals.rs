@@ -7,6 +7,19 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A child that is killed if the test fails before the child exits, so a
+/// failed assertion never leaves a tracer attached.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
 }
@@ -16,11 +29,13 @@ fn interrupt_after(
     mut cmd: Command,
     after: Duration,
 ) -> (std::process::ExitStatus, String, String, u32) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut running = Running(
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut running.0;
     std::thread::sleep(after);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -107,11 +122,13 @@ fn record_interrupted_writes_a_whole_file() {
     let file = std::env::temp_dir().join(format!("tt-sigint-{}.ttr", std::process::id()));
     let mut cmd = bin();
     cmd.args(["record", "-q", "--port", "1", "-o"]).arg(&file);
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut running = Running(
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut running.0;
     std::thread::sleep(Duration::from_millis(1500));
     let pid = child.id();
     let ours: Vec<u64> = link_ids()
