@@ -7,7 +7,52 @@
 
 use crate::event::{Body, Event, FlowKey};
 use serde::Serialize;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// rustc's FxHash: a multiply and a rotate per word. Every event looks up
+/// its flow, and SipHash (std's default, built against hash flooding) was a
+/// fifth of replay time; keys here are cookies and addresses the kernel saw.
+#[derive(Clone, Copy, Default)]
+pub struct FastHasher(u64);
+
+impl FastHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FastHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.add(n.into());
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.add(n.into());
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.add(n.into());
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A HashMap with [`FastHasher`].
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
 /// What the table knows of one socket.
 #[derive(Clone, Debug, Serialize)]
@@ -31,8 +76,8 @@ pub struct FlowInfo {
 
 #[derive(Default)]
 pub struct FlowTable {
-    by_cookie: HashMap<u64, FlowInfo>,
-    by_key: HashMap<FlowKey, u64>,
+    by_cookie: FastMap<u64, FlowInfo>,
+    by_key: FastMap<FlowKey, u64>,
 }
 
 impl FlowTable {
@@ -47,27 +92,32 @@ impl FlowTable {
             0 => None,
             _ => FlowKey::of(ev, self.is_outgoing(ev)),
         };
-        let flow = self.by_cookie.entry(cookie).or_insert_with(|| {
-            let key = key.unwrap_or(FlowKey {
-                netns: ev.hdr.netns,
-                local: unspecified(),
-                remote: unspecified(),
-            });
-            FlowInfo {
-                sock_cookie: cookie,
-                netns: key.netns,
-                src: key.local.to_string(),
-                dst: key.remote.to_string(),
-                key,
-                first_ns: ev.hdr.ts_ns,
-                last_ns: ev.hdr.ts_ns,
-                events: 0,
-                bytes_sent: 0,
-                bytes_received: 0,
-                state: 0,
+        let (flow, is_new) = match self.by_cookie.entry(cookie) {
+            Entry::Occupied(flow) => (flow.into_mut(), false),
+            Entry::Vacant(slot) => {
+                let key = key.unwrap_or(FlowKey {
+                    netns: ev.hdr.netns,
+                    local: unspecified(),
+                    remote: unspecified(),
+                });
+                let flow = slot.insert(FlowInfo {
+                    sock_cookie: cookie,
+                    netns: key.netns,
+                    src: key.local.to_string(),
+                    dst: key.remote.to_string(),
+                    key,
+                    first_ns: ev.hdr.ts_ns,
+                    last_ns: ev.hdr.ts_ns,
+                    events: 0,
+                    bytes_sent: 0,
+                    bytes_received: 0,
+                    state: 0,
+                });
+                (flow, true)
             }
-        });
-        if let Some(key) = key {
+        };
+        // The key is registered when first seen (not on every event).
+        if let Some(key) = key.filter(|&key| is_new || flow.key != key) {
             if flow.key != key {
                 flow.key = key;
                 flow.src = key.local.to_string();

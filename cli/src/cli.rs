@@ -243,6 +243,9 @@ pub struct BenchArgs {
     /// The bpftrace script to compare with (its $1 is the port to filter on).
     #[arg(long, value_name = "FILE", default_value = "bench/equivalent.bt")]
     pub bpftrace_script: PathBuf,
+    /// Measure nothing: render the Markdown again from the JSON results file.
+    #[arg(long)]
+    pub render_only: bool,
     /// Internal: replay FILE and print the result as JSON (run as a child, so
     /// that the parent can read its peak memory).
     #[arg(long, value_name = "FILE", hide = true)]

@@ -16,6 +16,8 @@ use tenge_trace::probe::{Filters, TracerOptions};
 
 const PORT: u16 = 15401;
 const WRITE: [u8; 100] = [0x5a; 100];
+/// Writes between two looks at the clock.
+const MAX_BURST: u64 = 256;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RateStep {
@@ -107,14 +109,16 @@ fn paced_transfer(lab: &Lab, rate: Option<u64>, length: Duration) -> Result<u64>
                 if elapsed >= length {
                     break;
                 }
-                let due = rate.map_or(written + 64, |r| {
+                let due = rate.map_or(written + MAX_BURST, |r| {
                     (r as u128 * elapsed.as_nanos() / 1_000_000_000) as u64
                 });
                 if written >= due {
                     std::thread::sleep(Duration::from_micros(200));
                     continue;
                 }
-                while written < due {
+                // A sender that cannot keep up stays behind instead of
+                // writing one endless burst past the step's end.
+                for _ in 0..(due - written).min(MAX_BURST) {
                     stream.write_all(&WRITE)?;
                     written += 1;
                 }

@@ -74,6 +74,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         replay::replay_only(file)?;
         return Ok(ExitCode::SUCCESS);
     }
+    if args.render_only {
+        let json = std::fs::read_to_string(&args.json)
+            .with_context(|| format!("reading {}", args.json.display()))?;
+        let results: Results = serde_json::from_str(&json)?;
+        write_file(&args.markdown, &markdown::render(&results))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let wants = |part| args.only.is_empty() || args.only.contains(&part);
     let lengths = Lengths::new(args.quick);
     let reps = args.reps.unwrap_or(if args.quick { 2 } else { 5 });
