@@ -36,17 +36,23 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* ---- sendmsg: tcp:tcp_sendmsg_locked ------------------------------------- */
 
+/*
+ * Socket events decide sampling before reading the flow: the decision needs
+ * one or two fields, the flow about ten, and with 1/64 sampling 63 runs in
+ * 64 stop there.
+ */
+
 static __always_inline int sendmsg_body(const struct sock *sk, const struct msghdr *msg,
 					const struct sk_buff *skb, int size_goal, bool btf)
 {
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	struct tt_hdr h = {};
 
-	if (!tp || !sock_flow(&h, sk, btf, btf))
+	if (!tp)
 		return 0;
 	__u32 write_seq = RD(btf, tp, write_seq);
 
-	if (!sampled(write_seq, 0))
+	if (!sampled(write_seq, 0) || !sock_flow(&h, sk, btf, btf))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, sendmsg, &h, TT_KIND_SENDMSG);
@@ -85,11 +91,11 @@ static __always_inline int data_ready_body(const struct sock *sk, bool btf)
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	struct tt_hdr h = {};
 
-	if (!is_tcp(sk, btf) || !tp || !sock_flow(&h, sk, btf, btf))
+	if (!is_tcp(sk, btf) || !tp)
 		return 0;
 	__u32 rcv_nxt = RD(btf, tp, rcv_nxt);
 
-	if (!sampled(rcv_nxt, 0))
+	if (!sampled(rcv_nxt, 0) || !sock_flow(&h, sk, btf, btf))
 		return 0;
 	EMIT_BEGIN(ev, data_ready, &h, TT_KIND_DATA_READY);
 	ev->body.rcv_nxt = rcv_nxt;
@@ -109,11 +115,11 @@ static __always_inline int app_read_body(const struct sock *sk, int ret, bool bt
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	struct tt_hdr h = {};
 
-	if (!is_tcp(sk, btf) || !tp || !sock_flow(&h, sk, btf, btf))
+	if (!is_tcp(sk, btf) || !tp)
 		return 0;
 	__u32 copied_seq = RD(btf, tp, copied_seq);
 
-	if (!sampled(copied_seq, 0))
+	if (!sampled(copied_seq, 0) || !sock_flow(&h, sk, btf, btf))
 		return 0;
 	EMIT_BEGIN(ev, app_read, &h, TT_KIND_APP_READ);
 	ev->body.ret = ret;
@@ -165,12 +171,12 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 	struct tt_hdr h = {};
 	__u8 th[20];
 
-	if (!tp || !sock_flow(&h, sk, btf, btf))
+	if (!tp)
 		return 0;
 	__u32 seq = RD(btf, cb, seq);
 	__u32 ack = RD(btf, cb, ack_seq);
 
-	if (!sampled(seq, ack))
+	if (!sampled(seq, ack) || !sock_flow(&h, sk, btf, btf))
 		return 0;
 	/* tcp_rcv_established(): skb->data is the TCP header */
 	if (bpf_probe_read_kernel(th, sizeof(th), RD(btf, skb, data)))
@@ -238,11 +244,11 @@ static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len
 	const struct sock *sk = RD(btf, skb, sk);
 	struct tt_hdr h = {};
 
-	if (!is_tcp(sk, btf) || !sock_flow(&h, sk, btf, false))
+	if (!is_tcp(sk, btf))
 		return 0;
 	__u32 seq = RD(btf, cb, seq);
 
-	if (!sampled(seq, RD(btf, cb, ack_seq)))
+	if (!sampled(seq, RD(btf, cb, ack_seq)) || !sock_flow(&h, sk, btf, false))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, copy_datagram, &h, TT_KIND_COPY_DATAGRAM);

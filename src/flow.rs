@@ -88,9 +88,14 @@ impl FlowTable {
     /// Accounts the event to its socket and returns the socket's cookie, if known.
     pub fn observe(&mut self, ev: &Event) -> Option<u64> {
         let cookie = self.cookie_of(ev)?;
+        let outgoing = self.is_outgoing(ev);
         let key = match ev.hdr.sock_cookie {
             0 => None,
-            _ => FlowKey::of(ev, self.is_outgoing(ev)),
+            // An incoming packet can still carry its sender's socket (veth
+            // keeps skb->sk across namespaces): its addresses, turned around,
+            // are the receiver's view, not that socket's.
+            _ if ev.is_packet_event() && !outgoing => None,
+            _ => FlowKey::of(ev, outgoing),
         };
         let (flow, is_new) = match self.by_cookie.entry(cookie) {
             Entry::Occupied(flow) => (flow.into_mut(), false),
@@ -244,6 +249,28 @@ mod tests {
         let f = table.get(77).unwrap();
         assert_eq!((f.events, f.bytes_received), (2, 8948));
         assert_eq!(f.src, "198.18.0.2:5001");
+    }
+
+    #[test]
+    fn a_received_packet_with_its_senders_cookie_keeps_the_senders_view() {
+        let mut table = FlowTable::new();
+        let send = Event::new(
+            hdr(1, 10, "198.18.0.1:40000", "198.18.0.2:5001"),
+            Body::WindowAdv(tt_window_adv::default()),
+        );
+        // Across veth the skb keeps skb->sk: the receive side sees cookie 1.
+        let rx = Event::new(
+            hdr(1, 20, "198.18.0.1:40000", "198.18.0.2:5001"),
+            Body::RxEntry(tt_pkt::default()),
+        );
+        table.observe(&send);
+        assert_eq!(table.observe(&rx), Some(1));
+        let f = table.get(1).unwrap();
+        assert_eq!(
+            (f.src.as_str(), f.dst.as_str()),
+            ("198.18.0.1:40000", "198.18.0.2:5001")
+        );
+        assert_eq!((f.netns, f.events), (10, 2));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -175,6 +176,15 @@ fn spawn_ready(
     ready: &str,
 ) -> Result<(Child, JoinHandle<Vec<String>>)> {
     let _ = std::fs::remove_file(output);
+    // SAFETY: prctl is async-signal-safe. If the benchmark dies the tool
+    // dies with it instead of tracing on (the signal follows the spawning
+    // thread: tools are started from the main thread).
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        })
+    };
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -270,14 +280,16 @@ impl TracedSession {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
         let thread_stop = Arc::clone(&stop);
-        let handle = std::thread::spawn(move || {
-            let tracer = Tracer::start(&options);
-            let _ = ready_tx.send(match &tracer {
-                Ok(t) => Ok(t.plan().attached().map(|p| p.hook.clone()).collect()),
-                Err(e) => Err(format!("{e:#}")),
-            });
-            collect(tracer?, &thread_stop, &file)
-        });
+        let handle = std::thread::Builder::new()
+            .name("collector".into())
+            .spawn(move || {
+                let tracer = Tracer::start(&options);
+                let _ = ready_tx.send(match &tracer {
+                    Ok(t) => Ok(t.plan().attached().map(|p| p.hook.clone()).collect()),
+                    Err(e) => Err(format!("{e:#}")),
+                });
+                collect(tracer?, &thread_stop, &file)
+            })?;
         match ready_rx.recv() {
             Ok(Ok(hooks)) => Ok(TracedSession {
                 hooks,

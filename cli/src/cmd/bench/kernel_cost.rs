@@ -66,6 +66,7 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
     let mut backends = Vec::new();
     let mut empty_mean = Vec::new();
     for backend in [Backend::TpBtf, Backend::RawTp] {
+        super::check_interrupted()?;
         eprintln!("bench: kernel cost, {backend:?} programs");
         let options = TracerOptions {
             filters: Filters {
@@ -84,6 +85,7 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
         empty_mean.push(mean_ns(&empty_stats));
         backends.push(cost);
     }
+    super::check_interrupted()?;
     eprintln!("bench: kernel cost, bpftrace");
     let before: HashSet<u32> = system_program_stats().into_keys().collect();
     let target = Target {

@@ -14,6 +14,30 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Set by the first SIGINT/SIGTERM: the run stops after the transfer in
+/// flight, so every namespace, probe, tool, tracefs mount and the
+/// bpf_stats sysctl is cleaned up on the way out. A second signal exits at once.
+static INTERRUPTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+fn install_interrupt() -> Result<()> {
+    let flag = Arc::clone(INTERRUPTED.get_or_init(Arc::default));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flag))?;
+        signal_hook::flag::register(signal, Arc::clone(&flag))?;
+    }
+    Ok(())
+}
+
+/// Called between runs.
+pub fn check_interrupted() -> Result<()> {
+    if INTERRUPTED.get().is_some_and(|f| f.load(Ordering::SeqCst)) {
+        anyhow::bail!("interrupted");
+    }
+    Ok(())
+}
 
 /// Everything one run measured.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -81,6 +105,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         write_file(&args.markdown, &markdown::render(&results))?;
         return Ok(ExitCode::SUCCESS);
     }
+    install_interrupt()?;
     let wants = |part| args.only.is_empty() || args.only.contains(&part);
     let lengths = Lengths::new(args.quick);
     let reps = args.reps.unwrap_or(if args.quick { 2 } else { 5 });

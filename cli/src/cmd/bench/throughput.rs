@@ -127,6 +127,7 @@ fn run_workload(workload: Workload, port: u16, s: &ThroughputSettings) -> Result
         for k in 0..Mode::ALL.len() {
             let m = (rep + k) % Mode::ALL.len();
             let mode = Mode::ALL[m];
+            super::check_interrupted()?;
             eprintln!(
                 "bench: {} rep {}/{}: {}",
                 workload.label(),
