@@ -50,6 +50,7 @@ pub fn run(seconds: u32, scratch: &Path) -> Result<MaxRate> {
         Some(200_000),
         None,
     ] {
+        super::check_interrupted()?;
         eprintln!("bench: max rate, {offered:?} writes/s for {seconds} s");
         let options = TracerOptions {
             filters: Filters {
