@@ -109,6 +109,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let wants = |part| args.only.is_empty() || args.only.contains(&part);
     let lengths = Lengths::new(args.quick);
     let reps = args.reps.unwrap_or(if args.quick { 2 } else { 5 });
+    // Described before measuring: the revision measured, not the one after.
+    let machine = Machine::describe();
     let scratch = Scratch::create()?;
     let needs_root = [
         BenchPart::Throughput,
@@ -141,7 +143,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         .then(|| replay::run(lengths.replay_segments, &scratch.0))
         .transpose()?;
     let results = Results {
-        machine: Machine::describe(),
+        machine,
         quick: args.quick,
         reps,
         throughput,
