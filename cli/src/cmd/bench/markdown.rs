@@ -2,6 +2,7 @@
 //! met or missed (by how much, why, and what would close it).
 
 use super::instrument::Mode;
+use super::stats::Summary;
 use super::throughput::WorkloadResult;
 use super::Results;
 use std::fmt::Write;
@@ -171,15 +172,23 @@ struct Target {
     why: &'static str,
 }
 
-/// Whether the ratio range of any mode in `ours` overlaps that of any in `theirs`.
+/// Whether the verdict "every mode in `ours` beats every mode in `theirs`"
+/// is within noise: when missed, every losing pair has overlapping ratio
+/// ranges; when met, some pair does.
 fn overlapping(w: &WorkloadResult, ours: &[Mode], theirs: &[Mode]) -> bool {
     let range = |mode: &Mode| w.modes.iter().find(|m| m.mode == *mode).map(|m| m.ratio);
-    ours.iter().filter_map(range).any(|a| {
-        theirs
-            .iter()
-            .filter_map(range)
-            .any(|b| a.min <= b.max && b.min <= a.max)
-    })
+    let pairs: Vec<_> = ours
+        .iter()
+        .filter_map(range)
+        .flat_map(|a| theirs.iter().filter_map(range).map(move |b| (a, b)))
+        .collect();
+    let overlap = |(a, b): &(Summary, Summary)| a.min <= b.max && b.min <= a.max;
+    let losing: Vec<_> = pairs.iter().filter(|(a, b)| a.median <= b.median).collect();
+    if losing.is_empty() {
+        pairs.iter().any(overlap)
+    } else {
+        losing.into_iter().all(overlap)
+    }
 }
 
 fn targets(md: &mut String, r: &Results) {
