@@ -109,7 +109,8 @@ pub fn render(r: &Results) -> String {
              A synthesized trace of {} concurrent flows × {} segments ({} events, {} MB) replayed \
              through decode + flow table + `Analysis` in a child process (`tenge-trace bench \
              --replay-only FILE`), {} times: the median rate, and the median of the children's peak \
-             memory (ru_maxrss from wait4()).\n\n\
+             memory (VmHWM; wait4's ru_maxrss would say {:.1} MiB, because it also counts the \
+             parent's memory, which the child shares from the vfork until its exec).\n\n\
              | events/s per core | CPU s | peak memory |\n|---:|---:|---:|\n\
              | {:.2} M | {:.2} | {:.1} MiB |\n",
             rp.flows,
@@ -117,6 +118,7 @@ pub fn render(r: &Results) -> String {
             rp.run.events,
             rp.file_bytes >> 20,
             rp.runs,
+            rp.ru_maxrss_bytes as f64 / f64::from(1u32 << 20),
             rp.run.events_per_s_per_core / 1e6,
             rp.run.cpu_s,
             rp.peak_rss_bytes as f64 / f64::from(1u32 << 20)

@@ -1,7 +1,8 @@
 //! The collector alone: a synthesized trace of 10k concurrent flows, replayed
 //! through decode + flow table + `Analysis` in a child process
-//! (`tenge-trace bench --replay-only FILE`), so that wait4() gives the peak
-//! memory of exactly that process, and its CPU time gives events/s per core.
+//! (`tenge-trace bench --replay-only FILE`): its own peak memory (VmHWM; not
+//! wait4's ru_maxrss, which includes the parent's RSS shared until the
+//! exec), and events per CPU second of its thread.
 
 use super::instrument::thread_cpu;
 use anyhow::{bail, Context, Result};
@@ -34,6 +35,8 @@ pub struct ReplayRun {
     pub wall_s: f64,
     /// events / CPU seconds of the replaying thread.
     pub events_per_s_per_core: f64,
+    /// Peak RSS of this process since its exec (VmHWM).
+    pub vm_hwm_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -46,8 +49,13 @@ pub struct Replay {
     pub runs: usize,
     /// The run with the median rate.
     pub run: ReplayRun,
-    /// Median over the runs of the child's ru_maxrss, from wait4().
+    /// Median over the runs of the child's own peak RSS (VmHWM).
     pub peak_rss_bytes: u64,
+    /// Median over the runs of wait4()'s ru_maxrss: it also counts the
+    /// parent's RSS, because the child shares the parent's memory from the
+    /// vfork until its exec.
+    #[serde(default)]
+    pub ru_maxrss_bytes: u64,
 }
 
 pub fn run(segments_per_flow: u32, scratch: &Path) -> Result<Replay> {
@@ -64,10 +72,13 @@ pub fn run(segments_per_flow: u32, scratch: &Path) -> Result<Replay> {
         .collect::<Result<Vec<_>>>();
     let _ = std::fs::remove_file(&file);
     let mut runs = runs?;
-    // The median run by rate; peak memory is the median of all runs (it
-    // varies by a few MiB with what the allocator gets back).
-    let mut peaks: Vec<u64> = runs.iter().map(|(_, peak)| *peak).collect();
-    peaks.sort_unstable();
+    // The run with the median rate; memory is the median of all runs.
+    let median = |mut values: Vec<u64>| {
+        values.sort_unstable();
+        values[values.len() / 2]
+    };
+    let peak_rss_bytes = median(runs.iter().map(|(run, _)| run.vm_hwm_bytes).collect());
+    let ru_maxrss_bytes = median(runs.iter().map(|(_, maxrss)| *maxrss).collect());
     runs.sort_by(|a, b| {
         a.0.events_per_s_per_core
             .total_cmp(&b.0.events_per_s_per_core)
@@ -78,11 +89,12 @@ pub fn run(segments_per_flow: u32, scratch: &Path) -> Result<Replay> {
         file_bytes,
         runs: runs.len(),
         run: runs.swap_remove(runs.len() / 2).0,
-        peak_rss_bytes: peaks[peaks.len() / 2],
+        peak_rss_bytes,
+        ru_maxrss_bytes,
     })
 }
 
-/// One replay in a child process: what it measured and its peak RSS in bytes.
+/// One replay in a child process: what it measured, and wait4's ru_maxrss in bytes.
 fn replay_child(file: &Path) -> Result<(ReplayRun, u64)> {
     let mut child = Command::new(std::env::current_exe()?)
         .arg("bench")
@@ -130,10 +142,22 @@ pub fn replay_only(file: &Path) -> Result<()> {
         cpu_s,
         wall_s: started.elapsed().as_secs_f64(),
         events_per_s_per_core: events as f64 / cpu_s,
+        vm_hwm_bytes: vm_hwm_bytes()?,
     };
     drop(report);
     println!("{}", serde_json::to_string(&run)?);
     Ok(())
+}
+
+/// VmHWM of /proc/self/status: the peak RSS of this process's own memory.
+fn vm_hwm_bytes() -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .context("no VmHWM in /proc/self/status")?;
+    Ok(kib * 1024)
 }
 
 fn wait4(pid: libc::pid_t) -> Result<(std::process::ExitStatus, libc::rusage)> {
