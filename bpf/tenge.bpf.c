@@ -15,13 +15,13 @@ char LICENSE[] SEC("license") = "GPL";
 	SEC("tp_btf/" #tp)                                                                         \
 	int BPF_PROG(name##_btf, args)                                                             \
 	{                                                                                          \
-		const bool trusted __attribute__((unused)) = true;                                 \
+		const bool btf __attribute__((unused)) = true;                                     \
 		return call;                                                                       \
 	}                                                                                          \
 	SEC("raw_tp/" #tp)                                                                         \
 	int BPF_PROG(name##_raw, args)                                                             \
 	{                                                                                          \
-		const bool trusted __attribute__((unused)) = false;                                \
+		const bool btf __attribute__((unused)) = false;                                    \
 		return call;                                                                       \
 	}
 
@@ -30,7 +30,7 @@ char LICENSE[] SEC("license") = "GPL";
 	SEC("tracepoint/" #cat "/" #tp)                                                            \
 	int name##_tp(struct ctx_type *ctx)                                                        \
 	{                                                                                          \
-		const bool trusted __attribute__((unused)) = false;                                \
+		const bool btf __attribute__((unused)) = false;                                    \
 		return call;                                                                       \
 	}
 
@@ -43,30 +43,32 @@ char LICENSE[] SEC("license") = "GPL";
  */
 
 static __always_inline int sendmsg_body(const struct sock *sk, const struct msghdr *msg,
-					const struct sk_buff *skb, int size_goal, bool trusted)
+					const struct sk_buff *skb, int size_goal, bool btf)
 {
-	const struct tcp_sock *tp = (const void *)sk;
+	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	struct tt_hdr h = {};
 
-	if (!sock_flow(&h, sk, trusted))
+	if (!tp)
 		return 0;
-	__u32 write_seq = BPF_CORE_READ(tp, write_seq);
+	__u32 write_seq = RD(btf, tp, write_seq);
 
+	if (!sock_flow(&h, sk, btf, btf))
+		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, sendmsg, &h, TT_KIND_SENDMSG);
 	ev->body.write_seq = write_seq;
-	ev->body.skb_len = skb ? BPF_CORE_READ(skb, len) : 0;
-	ev->body.msg_left = BPF_CORE_READ(msg, msg_iter.count);
+	ev->body.skb_len = skb ? RD(btf, skb, len) : 0;
+	ev->body.msg_left = RD(btf, msg, msg_iter.count);
 	ev->body.size_goal = size_goal;
-	ev->body.snd_una = BPF_CORE_READ(tp, snd_una);
-	ev->body.snd_nxt = BPF_CORE_READ(tp, snd_nxt);
-	ev->body.sk_wmem_queued = BPF_CORE_READ(sk, sk_wmem_queued);
-	ev->body.sk_sndbuf = BPF_CORE_READ(sk, sk_sndbuf);
-	submit(ev);
+	ev->body.snd_una = RD(btf, tp, snd_una);
+	ev->body.snd_nxt = RD(btf, tp, snd_nxt);
+	ev->body.sk_wmem_queued = RD(btf, sk, sk_wmem_queued);
+	ev->body.sk_sndbuf = RD(btf, sk, sk_sndbuf);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(sendmsg, tcp_sendmsg_locked, sendmsg_body(sk, msg, skb, size_goal, trusted),
+BTF_AND_RAW(sendmsg, tcp_sendmsg_locked, sendmsg_body(sk, msg, skb, size_goal, btf),
 	    struct sock *sk, struct msghdr *msg, struct sk_buff *skb, int size_goal)
 
 /* The function runs once per call, not per copy iteration: no skb, no goal. */
@@ -84,75 +86,81 @@ int BPF_KPROBE(sendmsg_kprobe, struct sock *sk, struct msghdr *msg)
 
 /* ---- socket events ------------------------------------------------------- */
 
-static __always_inline int data_ready_body(const struct sock *sk, bool trusted)
+static __always_inline int data_ready_body(const struct sock *sk, bool btf)
 {
-	const struct tcp_sock *tp = (const void *)sk;
+	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	struct tt_hdr h = {};
 
-	if (!is_tcp(sk) || !sock_flow(&h, sk, trusted))
+	if (!is_tcp(sk, btf) || !tp)
 		return 0;
-	__u32 rcv_nxt = BPF_CORE_READ(tp, rcv_nxt);
+	__u32 rcv_nxt = RD(btf, tp, rcv_nxt);
 
+	if (!sock_flow(&h, sk, btf, btf))
+		return 0;
 	EMIT_BEGIN(ev, data_ready, &h, TT_KIND_DATA_READY);
 	ev->body.rcv_nxt = rcv_nxt;
-	ev->body.copied_seq = BPF_CORE_READ(tp, copied_seq);
-	ev->body.sk_rmem_alloc = BPF_CORE_READ(sk, sk_backlog.rmem_alloc.counter);
-	ev->body.sk_rcvbuf = BPF_CORE_READ(sk, sk_rcvbuf);
-	submit(ev);
+	ev->body.copied_seq = RD(btf, tp, copied_seq);
+	ev->body.sk_rmem_alloc = RD(btf, sk, sk_backlog.rmem_alloc.counter);
+	ev->body.sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(data_ready, sk_data_ready, data_ready_body(sk, trusted), struct sock *sk)
+BTF_AND_RAW(data_ready, sk_data_ready, data_ready_body(sk, btf), struct sock *sk)
 TRACEPOINT(data_ready, sock, sk_data_ready, trace_event_raw_sk_data_ready,
-	   data_ready_body(ctx->skaddr, trusted))
+	   data_ready_body(ctx->skaddr, btf))
 
-static __always_inline int app_read_body(const struct sock *sk, int ret, bool trusted)
+static __always_inline int app_read_body(const struct sock *sk, int ret, bool btf)
 {
-	const struct tcp_sock *tp = (const void *)sk;
+	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	struct tt_hdr h = {};
 
-	if (!is_tcp(sk) || !sock_flow(&h, sk, trusted))
+	if (!is_tcp(sk, btf) || !tp)
 		return 0;
-	__u32 copied_seq = BPF_CORE_READ(tp, copied_seq);
+	__u32 copied_seq = RD(btf, tp, copied_seq);
 
+	if (!sock_flow(&h, sk, btf, btf))
+		return 0;
 	EMIT_BEGIN(ev, app_read, &h, TT_KIND_APP_READ);
 	ev->body.ret = ret;
 	ev->body.copied_seq = copied_seq;
-	ev->body.rcv_nxt = BPF_CORE_READ(tp, rcv_nxt);
-	ev->body.sk_rmem_alloc = BPF_CORE_READ(sk, sk_backlog.rmem_alloc.counter);
-	ev->body.sk_rcvbuf = BPF_CORE_READ(sk, sk_rcvbuf);
-	ev->body.rcv_wnd = BPF_CORE_READ(tp, rcv_wnd);
-	submit(ev);
+	ev->body.rcv_nxt = RD(btf, tp, rcv_nxt);
+	ev->body.sk_rmem_alloc = RD(btf, sk, sk_backlog.rmem_alloc.counter);
+	ev->body.sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
+	ev->body.rcv_wnd = RD(btf, tp, rcv_wnd);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(app_read, sock_recv_length, app_read_body(sk, ret, trusted), struct sock *sk, int ret,
+BTF_AND_RAW(app_read, sock_recv_length, app_read_body(sk, ret, btf), struct sock *sk, int ret,
 	    int flags)
 TRACEPOINT(app_read, sock, sock_recv_length, trace_event_raw_sock_msg_length,
-	   app_read_body(ctx->sk, ctx->ret, trusted))
+	   app_read_body(ctx->sk, ctx->ret, btf))
 
 /* Never sampled: rare, and the flow table needs every transition. */
-static __always_inline int state_body(const struct sock *sk, int oldstate, int newstate,
-				      bool trusted)
+static __always_inline int state_body(const struct sock *sk, int oldstate, int newstate, bool btf)
 {
-	const struct tcp_sock *tp = (const void *)sk;
+	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	struct tt_hdr h = {};
 
-	if (!is_tcp(sk) || !sock_flow(&h, sk, trusted))
+	if (!is_tcp(sk, btf) || !sock_flow(&h, sk, btf, btf))
 		return 0;
 	EMIT_BEGIN(ev, state, &h, TT_KIND_STATE);
 	ev->body.oldstate = oldstate;
 	ev->body.newstate = newstate;
-	ev->body.advmss = BPF_CORE_READ(tp, advmss);
-	ev->body.mss_cache = BPF_CORE_READ(tp, mss_cache);
-	submit(ev);
+	/* Every TCP socket has them; a BTF tp is NULL for mini-sockets only. */
+	if (tp) {
+		ev->body.advmss = RD(btf, tp, advmss);
+		ev->body.mss_cache = RD(btf, tp, mss_cache);
+	}
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(state, inet_sock_set_state, state_body(sk, oldstate, newstate, trusted),
-	    struct sock *sk, int oldstate, int newstate)
+BTF_AND_RAW(state, inet_sock_set_state, state_body(sk, oldstate, newstate, btf), struct sock *sk,
+	    int oldstate, int newstate)
 TRACEPOINT(state, sock, inet_sock_set_state, trace_event_raw_inet_sock_set_state,
-	   state_body(ctx->skaddr, ctx->oldstate, ctx->newstate, trusted))
+	   state_body(ctx->skaddr, ctx->oldstate, ctx->newstate, btf))
 
 /* ---- tcp_rcv: tcp:tcp_probe ---------------------------------------------- */
 
@@ -163,28 +171,28 @@ TRACEPOINT(state, sock, inet_sock_set_state, trace_event_raw_inet_sock_set_state
  * kept packets behind an unkept first byte: it is kept whole there, so every
  * packet kept at the driver can be followed to the socket.
  */
-static __always_inline bool sampled_or_merged(__u32 seq, __u32 ack, const struct sk_buff *skb)
+static __always_inline bool sampled_or_merged(__u32 seq, __u32 ack, const struct sk_buff *skb,
+					      bool btf)
 {
-	return sampled(seq, ack) || BPF_CORE_READ(skb_shinfo_of(skb), gso_segs) > 1;
+	return sampled(seq, ack) || gso_of(skb, btf).segs > 1;
 }
 
-static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_buff *skb,
-					bool trusted)
+static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_buff *skb, bool btf)
 {
-	const struct tcp_sock *tp = (const void *)sk;
+	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	const struct tcp_skb_cb *cb = tcp_cb(skb);
 	struct tt_hdr h = {};
 	__u8 th[20];
 
-	if (!sock_flow(&h, sk, trusted))
+	if (!tp)
 		return 0;
-	__u32 seq = BPF_CORE_READ(cb, seq);
-	__u32 ack = BPF_CORE_READ(cb, ack_seq);
+	__u32 seq = RD(btf, cb, seq);
+	__u32 ack = RD(btf, cb, ack_seq);
 
-	if (!sampled_or_merged(seq, ack, skb))
+	if (!sampled_or_merged(seq, ack, skb, btf) || !sock_flow(&h, sk, btf, btf))
 		return 0;
 	/* tcp_rcv_established(): skb->data is the TCP header */
-	if (bpf_probe_read_kernel(th, sizeof(th), BPF_CORE_READ(skb, data)))
+	if (bpf_probe_read_kernel(th, sizeof(th), RD(btf, skb, data)))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, tcp_rcv, &h, TT_KIND_TCP_RCV);
@@ -193,42 +201,41 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 
 	__builtin_memcpy(&win, th + 14, 2);
 	b->seq = seq;
-	b->end_seq = BPF_CORE_READ(cb, end_seq);
+	b->end_seq = RD(btf, cb, end_seq);
 	b->ack = ack;
-	b->len = BPF_CORE_READ(skb, len) - (th[12] >> 4) * 4;
+	b->len = RD(btf, skb, len) - (th[12] >> 4) * 4;
 	b->win_raw = bpf_ntohs(win);
 	b->tcp_flags = th[13];
-	b->snd_wscale = BPF_CORE_READ_BITFIELD_PROBED(tp, rx_opt.snd_wscale);
-	b->snd_una = BPF_CORE_READ(tp, snd_una);
-	b->snd_nxt = BPF_CORE_READ(tp, snd_nxt);
-	b->snd_wnd = BPF_CORE_READ(tp, snd_wnd);
-	b->snd_cwnd = BPF_CORE_READ(tp, snd_cwnd);
-	b->snd_ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
-	b->mss_cache = BPF_CORE_READ(tp, mss_cache);
-	b->packets_out = BPF_CORE_READ(tp, packets_out);
-	b->sacked_out = BPF_CORE_READ(tp, sacked_out);
-	b->lost_out = BPF_CORE_READ(tp, lost_out);
-	b->retrans_out = BPF_CORE_READ(tp, retrans_out);
-	b->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3;
-	b->write_seq = BPF_CORE_READ(tp, write_seq);
-	b->rcv_nxt = BPF_CORE_READ(tp, rcv_nxt);
-	b->rcv_mss = BPF_CORE_READ(tp, inet_conn.icsk_ack.rcv_mss);
-	b->sk_wmem_queued = BPF_CORE_READ(sk, sk_wmem_queued);
-	b->sk_sndbuf = BPF_CORE_READ(sk, sk_sndbuf);
-	b->chrono_start = BPF_CORE_READ(tp, chrono_start);
-	BPF_CORE_READ_INTO(&b->chrono_stat, tp, chrono_stat);
+	b->snd_wscale = RD_BITFIELD(btf, tp, rx_opt.snd_wscale);
+	b->snd_una = RD(btf, tp, snd_una);
+	b->snd_nxt = RD(btf, tp, snd_nxt);
+	b->snd_wnd = RD(btf, tp, snd_wnd);
+	b->snd_cwnd = RD(btf, tp, snd_cwnd);
+	b->snd_ssthresh = RD(btf, tp, snd_ssthresh);
+	b->mss_cache = RD(btf, tp, mss_cache);
+	b->packets_out = RD(btf, tp, packets_out);
+	b->sacked_out = RD(btf, tp, sacked_out);
+	b->lost_out = RD(btf, tp, lost_out);
+	b->retrans_out = RD(btf, tp, retrans_out);
+	b->srtt_us = RD(btf, tp, srtt_us) >> 3;
+	b->write_seq = RD(btf, tp, write_seq);
+	b->rcv_nxt = RD(btf, tp, rcv_nxt);
+	b->rcv_mss = RD(btf, tp, inet_conn.icsk_ack.rcv_mss);
+	b->sk_wmem_queued = RD(btf, sk, sk_wmem_queued);
+	b->sk_sndbuf = RD(btf, sk, sk_sndbuf);
+	b->chrono_start = RD(btf, tp, chrono_start);
+	RD_INTO(btf, &b->chrono_stat, tp, chrono_stat);
 	b->jiffies = bpf_jiffies64();
-	b->chrono_type = BPF_CORE_READ(tp, chrono_type);
-	b->backlog = BPF_CORE_READ(sk, sk_lock.owned) != 0;
-	b->ca_state = BPF_CORE_READ_BITFIELD_PROBED(&tp->inet_conn, icsk_ca_state);
-	submit(ev);
+	b->chrono_type = RD(btf, tp, chrono_type);
+	b->backlog = RD(btf, sk, sk_lock.owned) != 0;
+	b->ca_state = RD_BITFIELD(btf, &tp->inet_conn, icsk_ca_state);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(tcp_rcv, tcp_probe, tcp_rcv_body(sk, skb, trusted), struct sock *sk,
-	    struct sk_buff *skb)
+BTF_AND_RAW(tcp_rcv, tcp_probe, tcp_rcv_body(sk, skb, btf), struct sock *sk, struct sk_buff *skb)
 TRACEPOINT(tcp_rcv, tcp, tcp_probe, trace_event_raw_tcp_probe,
-	   tcp_rcv_body(ctx->skaddr, ctx->skbaddr, trusted))
+	   tcp_rcv_body(ctx->skaddr, ctx->skbaddr, btf))
 
 SEC("fentry/tcp_rcv_established")
 int BPF_PROG(tcp_rcv_fentry, struct sock *sk, struct sk_buff *skb)
@@ -244,77 +251,160 @@ int BPF_KPROBE(tcp_rcv_kprobe, struct sock *sk, struct sk_buff *skb)
 
 /* ---- copy_datagram, retransmit: skb events of a TCP socket --------------- */
 
-static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len)
+static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len, bool btf)
 {
 	const struct tcp_skb_cb *cb = tcp_cb(skb);
-	const struct sock *sk = BPF_CORE_READ(skb, sk);
+	const struct sock *sk = RD(btf, skb, sk);
 	struct tt_hdr h = {};
 
-	if (!is_tcp(sk) || !sock_flow(&h, sk, false))
+	if (!is_tcp(sk, btf))
 		return 0;
-	__u32 seq = BPF_CORE_READ(cb, seq);
+	__u32 seq = RD(btf, cb, seq);
 
+	if (!sock_flow(&h, sk, btf, false))
+		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, copy_datagram, &h, TT_KIND_COPY_DATAGRAM);
 	ev->body.seq = seq;
-	ev->body.end_seq = BPF_CORE_READ(cb, end_seq);
+	ev->body.end_seq = RD(btf, cb, end_seq);
 	ev->body.len = len;
-	submit(ev);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(copy_datagram, skb_copy_datagram_iovec, copy_datagram_body(skb, len),
+BTF_AND_RAW(copy_datagram, skb_copy_datagram_iovec, copy_datagram_body(skb, len, btf),
 	    struct sk_buff *skb, int len)
 TRACEPOINT(copy_datagram, skb, skb_copy_datagram_iovec, trace_event_raw_skb_copy_datagram_iovec,
-	   copy_datagram_body(ctx->skbaddr, ctx->len))
+	   copy_datagram_body(ctx->skbaddr, ctx->len, btf))
 
 static __always_inline int retransmit_body(const struct sock *sk, const struct sk_buff *skb,
-					   int err, bool trusted)
+					   int err, bool btf)
 {
 	const struct tcp_skb_cb *cb = tcp_cb(skb);
 	struct tt_hdr h = {};
 
-	if (!sock_flow(&h, sk, trusted))
+	if (!sock_flow(&h, sk, btf, btf))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, retransmit, &h, TT_KIND_RETRANSMIT);
-	ev->body.seq = BPF_CORE_READ(cb, seq);
-	ev->body.end_seq = BPF_CORE_READ(cb, end_seq);
+	ev->body.seq = RD(btf, cb, seq);
+	ev->body.end_seq = RD(btf, cb, end_seq);
 	ev->body.err = err;
-	ev->body.state = BPF_CORE_READ(sk, __sk_common.skc_state);
-	submit(ev);
+	ev->body.state = RD(btf, sk, __sk_common.skc_state);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(retransmit, tcp_retransmit_skb, retransmit_body(sk, skb, err, trusted), struct sock *sk,
+BTF_AND_RAW(retransmit, tcp_retransmit_skb, retransmit_body(sk, skb, err, btf), struct sock *sk,
 	    struct sk_buff *skb, int err)
 TRACEPOINT(retransmit, tcp, tcp_retransmit_skb, trace_event_raw_tcp_retransmit_skb,
-	   retransmit_body(ctx->skaddr, ctx->skbaddr, ctx->err, trusted))
+	   retransmit_body(ctx->skaddr, ctx->skbaddr, ctx->err, btf))
 
 /* ---- window_adv: net:net_dev_queue --------------------------------------- */
+
+/* The tcp_sock fields window_adv reports, for the span copied in one read. */
+#define WINDOW_ADV_TCP_FIELDS(X)                                                                   \
+	X(window_clamp)                                                                            \
+	X(rcv_ssthresh)                                                                            \
+	X(inet_conn.icsk_ack.rcv_mss)                                                              \
+	X(rcv_wnd)                                                                                 \
+	X(rcv_nxt)                                                                                 \
+	X(rcv_wup)                                                                                 \
+	X(copied_seq)                                                                              \
+	X(advmss)                                                                                  \
+	X(scaling_ratio)                                                                           \
+	X(inet_conn.icsk_ack.pending)                                                              \
+	X(snd_una)                                                                                 \
+	X(snd_nxt)                                                                                 \
+	X(snd_wnd)                                                                                 \
+	X(snd_cwnd)                                                                                \
+	X(mss_cache)                                                                               \
+	X(packets_out)                                                                             \
+	X(write_seq)                                                                               \
+	X(inet_conn.icsk_probes_out)                                                               \
+	X(inet_conn.icsk_backoff)
+
+#define TCP_SPAN_MAX 1024
+
+struct tcp_span {
+	__u8 bytes[TCP_SPAN_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tcp_span);
+} tcp_span SEC(".maps");
+
+/*
+ * Copies the bytes of `tp` from the first to the last field of
+ * WINDOW_ADV_TCP_FIELDS; `*start` is the offset of the copy in tcp_sock.
+ * Offsets are CO-RE constants, so the verifier knows them all and checks
+ * every SPAN_FIELD against the buffer. NULL if the copy fails or the span
+ * outgrew TCP_SPAN_MAX.
+ */
+static __always_inline struct tcp_span *tcp_span_copy(const struct tcp_sock *tp, __u32 *start)
+{
+	__u32 zero = 0, lo = ~0U, hi = 0;
+	struct tcp_span *span = bpf_map_lookup_elem(&tcp_span, &zero);
+
+#define SPAN_BOUNDS(field)                                                                         \
+	{                                                                                          \
+		__u32 off = bpf_core_field_offset(struct tcp_sock, field);                         \
+		__u32 end = off + bpf_core_field_size(struct tcp_sock, field);                     \
+		lo = off < lo ? off : lo;                                                          \
+		hi = end > hi ? end : hi;                                                          \
+	}
+	WINDOW_ADV_TCP_FIELDS(SPAN_BOUNDS)
+#undef SPAN_BOUNDS
+	if (!span || hi - lo > TCP_SPAN_MAX)
+		return NULL;
+	*start = lo;
+	if (bpf_probe_read_kernel(span->bytes, hi - lo, (const void *)tp + lo))
+		return NULL;
+	return span;
+}
+
+/* One field of a copied span, by its name in struct tcp_sock. */
+#define SPAN_FIELD(span, start, field)                                                             \
+	(*(typeof(((struct tcp_sock *)0)->field) *)((span)->bytes +                                \
+						    bpf_core_field_offset(struct tcp_sock,         \
+									  field) -                 \
+						    (start)))
 
 /*
  * Runs synchronously after tcp_select_window() chose this segment's window,
  * so the socket state read here is what the window was computed from.
  */
-static __always_inline int window_adv_body(const struct sk_buff *skb)
+static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
 {
-	const struct sock *sk = BPF_CORE_READ(skb, sk);
+	const struct sock *sk = RD(btf, skb, sk);
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
-	if (!is_tcp_fullsock(sk) || !parse_nh(&h, &p, skb, true))
+	if (!is_tcp_fullsock(sk, btf) || !parse_nh(&h, &p, skb, true, btf))
 		return 0;
 	if (!port_wanted(&h) || !addr_wanted(&h) || !sampled(p.seq, p.ack))
 		return 0;
-	h.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	h.netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);
 	if (!netns_wanted(&h))
 		return 0;
-	h.sock_cookie = sock_cookie(sk, false);
+	h.sock_cookie = sock_cookie(sk, btf, false);
 	h.skb = (unsigned long)skb;
 
+	/*
+	 * skb->sk is an RCU pointer, which bpf_skc_to_tcp_sock refuses, so even
+	 * tp_btf cannot load tcp_sock fields past struct sock: copy the span
+	 * they live in with one probe read (~0.5 KiB) instead of one per field.
+	 */
 	const struct tcp_sock *tp = (const void *)sk;
-	struct skb_shared_info *shinfo = skb_shinfo_of(skb);
+	__u32 start;
+	struct tcp_span *span = tcp_span_copy(tp, &start);
+
+	if (!span)
+		return 0;
+	struct gso_info gso = gso_of(skb, btf);
 	__u8 wscale = BPF_CORE_READ_BITFIELD_PROBED(tp, rx_opt.rcv_wscale);
 
 	EMIT_BEGIN(ev, window_adv, &h, TT_KIND_WINDOW_ADV);
@@ -328,68 +418,70 @@ static __always_inline int window_adv_body(const struct sk_buff *skb)
 	b->rcv_wscale = wscale;
 	/* RFC 7323: the window of a SYN segment is never scaled */
 	b->window = p.flags & TCP_FLAG_SYN ? p.win_raw : (__u32)p.win_raw << wscale;
-	b->gso_segs = BPF_CORE_READ(shinfo, gso_segs);
-	b->gso_size = BPF_CORE_READ(shinfo, gso_size);
-	b->sk_rcvbuf = BPF_CORE_READ(sk, sk_rcvbuf);
-	b->sk_rmem_alloc = BPF_CORE_READ(sk, sk_backlog.rmem_alloc.counter);
-	b->sk_backlog_len = BPF_CORE_READ(sk, sk_backlog.len);
-	b->window_clamp = BPF_CORE_READ(tp, window_clamp);
-	b->rcv_ssthresh = BPF_CORE_READ(tp, rcv_ssthresh);
-	b->rcv_mss = BPF_CORE_READ(tp, inet_conn.icsk_ack.rcv_mss);
-	b->rcv_wnd = BPF_CORE_READ(tp, rcv_wnd);
-	b->rcv_nxt = BPF_CORE_READ(tp, rcv_nxt);
-	b->rcv_wup = BPF_CORE_READ(tp, rcv_wup);
-	b->copied_seq = BPF_CORE_READ(tp, copied_seq);
-	b->advmss = BPF_CORE_READ(tp, advmss);
-	b->scaling_ratio = BPF_CORE_READ(tp, scaling_ratio);
-	b->ack_pending = BPF_CORE_READ(tp, inet_conn.icsk_ack.pending);
-	b->snd_una = BPF_CORE_READ(tp, snd_una);
-	b->snd_nxt = BPF_CORE_READ(tp, snd_nxt);
-	b->snd_wnd = BPF_CORE_READ(tp, snd_wnd);
-	b->snd_cwnd = BPF_CORE_READ(tp, snd_cwnd);
-	b->mss_cache = BPF_CORE_READ(tp, mss_cache);
-	b->packets_out = BPF_CORE_READ(tp, packets_out);
-	b->write_seq = BPF_CORE_READ(tp, write_seq);
-	b->icsk_probes_out = BPF_CORE_READ(tp, inet_conn.icsk_probes_out);
-	b->icsk_backoff = BPF_CORE_READ(tp, inet_conn.icsk_backoff);
+	b->gso_segs = gso.segs;
+	b->gso_size = gso.size;
+	b->sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
+	b->sk_rmem_alloc = RD(btf, sk, sk_backlog.rmem_alloc.counter);
+	b->sk_backlog_len = RD(btf, sk, sk_backlog.len);
+	b->window_clamp = SPAN_FIELD(span, start, window_clamp);
+	b->rcv_ssthresh = SPAN_FIELD(span, start, rcv_ssthresh);
+	b->rcv_mss = SPAN_FIELD(span, start, inet_conn.icsk_ack.rcv_mss);
+	b->rcv_wnd = SPAN_FIELD(span, start, rcv_wnd);
+	b->rcv_nxt = SPAN_FIELD(span, start, rcv_nxt);
+	b->rcv_wup = SPAN_FIELD(span, start, rcv_wup);
+	b->copied_seq = SPAN_FIELD(span, start, copied_seq);
+	b->advmss = SPAN_FIELD(span, start, advmss);
+	b->scaling_ratio = SPAN_FIELD(span, start, scaling_ratio);
+	b->ack_pending = SPAN_FIELD(span, start, inet_conn.icsk_ack.pending);
+	b->snd_una = SPAN_FIELD(span, start, snd_una);
+	b->snd_nxt = SPAN_FIELD(span, start, snd_nxt);
+	b->snd_wnd = SPAN_FIELD(span, start, snd_wnd);
+	b->snd_cwnd = SPAN_FIELD(span, start, snd_cwnd);
+	b->mss_cache = SPAN_FIELD(span, start, mss_cache);
+	b->packets_out = SPAN_FIELD(span, start, packets_out);
+	b->write_seq = SPAN_FIELD(span, start, write_seq);
+	b->icsk_probes_out = SPAN_FIELD(span, start, inet_conn.icsk_probes_out);
+	b->icsk_backoff = SPAN_FIELD(span, start, inet_conn.icsk_backoff);
 	if (bpf_core_field_exists(struct netns_ipv4, sysctl_tcp_shrink_window))
 		b->tcp_shrink_window =
-		    BPF_CORE_READ(sk, __sk_common.skc_net.net, ipv4.sysctl_tcp_shrink_window);
-	submit(ev);
+		    RD(btf, sk, __sk_common.skc_net.net, ipv4.sysctl_tcp_shrink_window);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(window_adv, net_dev_queue, window_adv_body(skb), struct sk_buff *skb)
+BTF_AND_RAW(window_adv, net_dev_queue, window_adv_body(skb, btf), struct sk_buff *skb)
 TRACEPOINT(window_adv, net, net_dev_queue, trace_event_raw_net_dev_template,
-	   window_adv_body(ctx->skbaddr))
+	   window_adv_body(ctx->skbaddr, btf))
 
 SEC("fentry/__dev_queue_xmit")
 int BPF_PROG(window_adv_fentry, struct sk_buff *skb)
 {
-	return window_adv_body(skb);
+	return window_adv_body(skb, true);
 }
 
 SEC("kprobe/__dev_queue_xmit")
 int BPF_KPROBE(window_adv_kprobe, struct sk_buff *skb)
 {
-	return window_adv_body(skb);
+	return window_adv_body(skb, false);
 }
 
 /* ---- device layer: packets parsed from their headers --------------------- */
 
 /* Filter, sample and fill the header of a packet event; false to skip it. */
 static __always_inline bool pkt_wanted(struct tt_hdr *h, const struct tcp_pkt *p,
-				       const struct sk_buff *skb, bool merge_point)
+				       const struct sk_buff *skb, bool merge_point, bool btf)
 {
 	if (!port_wanted(h) || !addr_wanted(h))
 		return false;
-	if (merge_point ? !sampled_or_merged(p->seq, p->ack, skb) : !sampled(p->seq, p->ack))
+	if (merge_point ? !sampled_or_merged(p->seq, p->ack, skb, btf) : !sampled(p->seq, p->ack))
 		return false;
-	h->netns = BPF_CORE_READ(skb, dev, nd_net.net, ns.inum);
+	h->netns = RD(btf, skb, dev, nd_net.net, ns.inum);
 	if (!netns_wanted(h))
 		return false;
 	/* Usually 0 on receive: the socket is looked up later. */
-	h->sock_cookie = BPF_CORE_READ(skb, sk, __sk_common.skc_cookie.counter);
+	const struct sock *sk = RD(btf, skb, sk);
+
+	h->sock_cookie = sk ? RD(btf, sk, __sk_common.skc_cookie.counter) : 0;
 	h->skb = (unsigned long)skb;
 	return true;
 }
@@ -412,26 +504,26 @@ struct {
 	__type(value, struct xmit_stash);
 } xmit_stash SEC(".maps");
 
-static __always_inline int dev_start_xmit_body(const struct sk_buff *skb)
+static __always_inline int dev_start_xmit_body(const struct sk_buff *skb, bool btf)
 {
 	__u32 zero = 0;
 	struct xmit_stash *stash = bpf_map_lookup_elem(&xmit_stash, &zero);
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
-	if (!stash || !parse_nh(&h, &p, skb, true) || !pkt_wanted(&h, &p, skb, false))
+	if (!stash || !parse_nh(&h, &p, skb, true, btf) || !pkt_wanted(&h, &p, skb, false, btf))
 		return 0;
 	EMIT_BEGIN(ev, pkt, &h, TT_KIND_DEV_START_XMIT);
-	pkt_body(&ev->body, &p, skb);
+	pkt_body(&ev->body, &p, skb, btf);
 	stash->skb = (unsigned long)skb;
 	stash->ev = *ev;
-	submit(ev);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(dev_start_xmit, net_dev_start_xmit, dev_start_xmit_body(skb), struct sk_buff *skb)
+BTF_AND_RAW(dev_start_xmit, net_dev_start_xmit, dev_start_xmit_body(skb, btf), struct sk_buff *skb)
 TRACEPOINT(dev_start_xmit, net, net_dev_start_xmit, trace_event_raw_net_dev_start_xmit,
-	   dev_start_xmit_body(ctx->skbaddr))
+	   dev_start_xmit_body(ctx->skbaddr, btf))
 
 static __always_inline int dev_xmit_body(const struct sk_buff *skb, int rc)
 {
@@ -444,7 +536,7 @@ static __always_inline int dev_xmit_body(const struct sk_buff *skb, int rc)
 	EMIT_BEGIN(ev, pkt, &stash->ev.hdr, TT_KIND_DEV_XMIT);
 	ev->body = stash->ev.body;
 	ev->body.rc = rc;
-	submit(ev);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
@@ -453,93 +545,95 @@ TRACEPOINT(dev_xmit, net, net_dev_xmit, trace_event_raw_net_dev_xmit,
 	   dev_xmit_body(ctx->skbaddr, ctx->rc))
 
 /* rx_entry (driver entry points) and netif_receive (after GRO). */
-static __always_inline int rx_body(const struct sk_buff *skb, __u8 kind, __u8 variant)
+static __always_inline int rx_body(const struct sk_buff *skb, __u8 kind, __u8 variant, bool btf)
 {
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
-	if (!parse_rx(&h, &p, skb) || !pkt_wanted(&h, &p, skb, kind == TT_KIND_NETIF_RECEIVE))
+	if (!parse_rx(&h, &p, skb, btf) ||
+	    !pkt_wanted(&h, &p, skb, kind == TT_KIND_NETIF_RECEIVE, btf))
 		return 0;
 	h.variant = variant;
 	EMIT_BEGIN(ev, pkt, &h, kind);
-	pkt_body(&ev->body, &p, skb);
-	submit(ev);
+	pkt_body(&ev->body, &p, skb, btf);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
 #define RX_PROBE(name, tp, kind, variant)                                                          \
-	BTF_AND_RAW(name, tp, rx_body(skb, kind, variant), struct sk_buff *skb)                    \
+	BTF_AND_RAW(name, tp, rx_body(skb, kind, variant, btf), struct sk_buff *skb)               \
 	TRACEPOINT(name, net, tp, trace_event_raw_net_dev_rx_verbose_template,                     \
-		   rx_body(ctx->skbaddr, kind, variant))
+		   rx_body(ctx->skbaddr, kind, variant, btf))
 
 RX_PROBE(rx_gro, napi_gro_receive_entry, TT_KIND_RX_ENTRY, TT_RX_GRO)
 RX_PROBE(rx_netif_recv, netif_receive_skb_entry, TT_KIND_RX_ENTRY, TT_RX_NETIF_RECV)
 RX_PROBE(rx_netif_rx, netif_rx_entry, TT_KIND_RX_ENTRY, TT_RX_NETIF_RX)
 
-BTF_AND_RAW(netif_receive, netif_receive_skb, rx_body(skb, TT_KIND_NETIF_RECEIVE, 0),
+BTF_AND_RAW(netif_receive, netif_receive_skb, rx_body(skb, TT_KIND_NETIF_RECEIVE, 0, btf),
 	    struct sk_buff *skb)
 TRACEPOINT(netif_receive, net, netif_receive_skb, trace_event_raw_net_dev_template,
-	   rx_body(ctx->skbaddr, TT_KIND_NETIF_RECEIVE, 0))
+	   rx_body(ctx->skbaddr, TT_KIND_NETIF_RECEIVE, 0, btf))
 
 /* Never sampled: the drop is the event. */
 static __always_inline int kfree_skb_body(const struct sk_buff *skb, const void *location,
-					  __u32 reason, const struct sock *rx_sk)
+					  __u32 reason, const struct sock *rx_sk, bool btf)
 {
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
-	if (!parse_nh(&h, &p, skb, false) || !port_wanted(&h) || !addr_wanted(&h))
+	if (!parse_nh(&h, &p, skb, false, btf) || !port_wanted(&h) || !addr_wanted(&h))
 		return 0;
-	const struct sock *sk = BPF_CORE_READ(skb, sk) ?: rx_sk;
+	const struct sock *sk = RD(btf, skb, sk) ?: rx_sk;
 
-	h.netns = BPF_CORE_READ(skb, dev, nd_net.net, ns.inum);
+	h.netns = RD(btf, skb, dev, nd_net.net, ns.inum);
 	if (!h.netns && sk)
-		h.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+		h.netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);
 	if (!netns_wanted(&h))
 		return 0;
 	if (sk)
-		h.sock_cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+		h.sock_cookie = RD(btf, sk, __sk_common.skc_cookie.counter);
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, kfree_skb, &h, TT_KIND_KFREE_SKB);
 	ev->body.location = (unsigned long)location;
 	ev->body.reason = reason;
-	ev->body.protocol = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	ev->body.protocol = bpf_ntohs(RD(btf, skb, protocol));
 	ev->body.seq = p.seq;
 	ev->body.ack = p.ack;
 	ev->body.len = p.len;
-	submit(ev);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(kfree_skb, kfree_skb, kfree_skb_body(skb, location, reason, rx_sk), struct sk_buff *skb,
-	    void *location, enum skb_drop_reason reason, struct sock *rx_sk)
+BTF_AND_RAW(kfree_skb, kfree_skb, kfree_skb_body(skb, location, reason, rx_sk, btf),
+	    struct sk_buff *skb, void *location, enum skb_drop_reason reason, struct sock *rx_sk)
 TRACEPOINT(kfree_skb, skb, kfree_skb, trace_event_raw_kfree_skb,
-	   kfree_skb_body(ctx->skbaddr, ctx->location, ctx->reason, ctx->rx_sk))
+	   kfree_skb_body(ctx->skbaddr, ctx->location, ctx->reason, ctx->rx_sk, btf))
 
 /* ---- napi_poll: no skb, no flow; only the netns filter applies ----------- */
 
-static __always_inline int napi_poll_body(const struct napi_struct *napi, int work, int budget)
+static __always_inline int napi_poll_body(const struct napi_struct *napi, int work, int budget,
+					  bool btf)
 {
 	struct tt_hdr h = {};
-	const struct net_device *dev = BPF_CORE_READ(napi, dev);
+	const struct net_device *dev = RD(btf, napi, dev);
 
-	h.netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
+	h.netns = RD(btf, dev, nd_net.net, ns.inum);
 	if (!netns_wanted(&h))
 		return 0;
 	EMIT_BEGIN(ev, napi_poll, &h, TT_KIND_NAPI_POLL);
 	ev->body.napi = (unsigned long)napi;
-	ev->body.napi_id = BPF_CORE_READ(napi, napi_id);
-	ev->body.ifindex = BPF_CORE_READ(dev, ifindex);
+	ev->body.napi_id = RD(btf, napi, napi_id);
+	ev->body.ifindex = RD(btf, dev, ifindex);
 	ev->body.work = work;
 	ev->body.budget = budget;
-	submit(ev);
+	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-BTF_AND_RAW(napi_poll, napi_poll, napi_poll_body(napi, work, budget), struct napi_struct *napi,
+BTF_AND_RAW(napi_poll, napi_poll, napi_poll_body(napi, work, budget, btf), struct napi_struct *napi,
 	    int work, int budget)
 TRACEPOINT(napi_poll, napi, napi_poll, trace_event_raw_napi_poll,
-	   napi_poll_body(ctx->napi, ctx->work, ctx->budget))
+	   napi_poll_body(ctx->napi, ctx->work, ctx->budget, btf))
 
 /* ---- cpu_sample: perf_event cpu-clock ------------------------------------ */
 
@@ -561,6 +655,6 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	ev->body.tgid = pid_tgid >> 32;
 	ev->body.kstack_id = bpf_get_stackid(ctx, &tt_stacks, 0);
 	ev->body.ustack_id = bpf_get_stackid(ctx, &tt_stacks, BPF_F_USER_STACK);
-	submit(ev);
+	submit(ev, sizeof(*ev));
 	return 0;
 }

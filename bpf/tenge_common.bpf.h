@@ -4,11 +4,15 @@
  * (set from Rust through .rodata), the ring buffer and its lost counters,
  * socket and packet readers, and the emit helpers.
  *
- * Socket readers take `trusted`: true for a socket that is an argument of a
- * tp_btf/fentry program, which bpf_get_socket_cookie accepts; false in
- * raw_tp/tracepoint/kprobe programs and for sockets walked to (skb->sk is an
+ * Readers take `btf`: true in tp_btf/fentry programs, whose pointers are
+ * BTF-typed, so `sk->field` is a plain load the verifier checks against BTF
+ * (a bad address reads as 0, as with probe_read); false in raw_tp,
+ * tracepoint and kprobe programs, which must call bpf_probe_read_kernel
+ * (BPF_CORE_READ) for every field, at 60-80 ns a call in this VM. Socket
+ * readers also take `trusted`: true only for a socket that is an argument of
+ * a tp_btf/fentry program, which bpf_get_socket_cookie accepts (skb->sk is an
  * RCU pointer the helper refuses without bpf_rcu_read_lock, a kfunc aya 0.14
- * cannot link). Callers pass a constant, so after inlining the other branch
+ * cannot link). Callers pass constants, so after inlining the other branch
  * is gone and one body serves every backend.
  */
 #ifndef TENGE_COMMON_BPF_H
@@ -20,6 +24,19 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_endian.h>
 #include "tenge_abi.h"
+
+/* One field read: a direct load through a BTF pointer, else a probe read. */
+#define RD(btf, src, a, ...)                                                                       \
+	((btf) ? ___arrow(src, a, ##__VA_ARGS__) : BPF_CORE_READ(src, a, ##__VA_ARGS__))
+#define RD_INTO(btf, dst, src, field)                                                              \
+	do {                                                                                       \
+		if (btf)                                                                           \
+			__builtin_memcpy(dst, &(src)->field, sizeof(*(dst)));                      \
+		else                                                                               \
+			BPF_CORE_READ_INTO(dst, src, field);                                       \
+	} while (0)
+#define RD_BITFIELD(btf, src, field)                                                               \
+	((btf) ? BPF_CORE_READ_BITFIELD(src, field) : BPF_CORE_READ_BITFIELD_PROBED(src, field))
 
 #define AF_INET		       2
 #define AF_INET6	       10
@@ -38,8 +55,11 @@ const volatile __u64 filter_addr[2] = {}; /* 16 address bytes, as in tt_hdr */
 const volatile __u8 filter_addr_set = 0;
 const volatile __u32 filter_netns = 0;
 const volatile __u32 sample_every = 0; /* <= 1: every event */
-/* Wake the reader once this much is queued (a quarter of the ring). */
-const volatile __u64 wakeup_bytes = 4 << 20;
+/*
+ * Wake the reader once a CPU has queued this much since its last wakeup: a
+ * quarter of the ring shared among the CPUs (set from Rust).
+ */
+const volatile __u64 wakeup_bytes = 2 << 20;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -107,12 +127,33 @@ static __always_inline void *reserve(__u64 size, __u32 kind)
 	return rec;
 }
 
-/* The reader polls every few ms; wake it only when the ring fills up. */
-static __always_inline void submit(void *rec)
-{
-	__u64 queued = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+/* Bytes this CPU queued since it last woke the reader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} tt_unwoken SEC(".maps");
 
-	bpf_ringbuf_submit(rec, queued > wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+/*
+ * The reader polls every few ms; wake it only when the ring fills up. A
+ * per-CPU byte count (an inlined map lookup) instead of asking the ring how
+ * full it is (bpf_ringbuf_query, a helper call on every event).
+ */
+static __always_inline void submit(void *rec, __u64 size)
+{
+	__u32 zero = 0;
+	__u64 *unwoken = bpf_map_lookup_elem(&tt_unwoken, &zero);
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (unwoken) {
+		*unwoken += size;
+		if (*unwoken >= wakeup_bytes) {
+			*unwoken = 0;
+			flags = BPF_RB_FORCE_WAKEUP;
+		}
+	}
+	bpf_ringbuf_submit(rec, flags);
 }
 
 /* Reserves a `struct tt_ev_<body>` record, fills its header, or returns 0. */
@@ -127,25 +168,37 @@ static __always_inline void submit(void *rec)
 
 /* ---- sockets ------------------------------------------------------------- */
 
-static __always_inline __u64 sock_cookie(const struct sock *sk, bool trusted)
+static __always_inline __u64 sock_cookie(const struct sock *sk, bool btf, bool trusted)
 {
 	/* The helper assigns a cookie on first use; the field may still be 0. */
 	if (trusted)
 		return bpf_get_socket_cookie((void *)sk);
-	return BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+	return RD(btf, sk, __sk_common.skc_cookie.counter);
+}
+
+/*
+ * The tcp_sock of `sk`. A BTF pointer keeps the type the hook declares
+ * (struct sock), and the verifier refuses reads past its end: the helper
+ * returns the same pointer typed as tcp_sock, or NULL unless `sk` is a full
+ * TCP socket. Without BTF the cast is a plain cast.
+ */
+static __always_inline const struct tcp_sock *tcp_sk_of(const struct sock *sk, bool btf)
+{
+	if (btf)
+		return bpf_skc_to_tcp_sock((void *)sk);
+	return (const void *)sk;
 }
 
 /* A full TCP socket: not a request or TIME_WAIT mini-socket, not UDP. */
-static __always_inline bool is_tcp_fullsock(const struct sock *sk)
+static __always_inline bool is_tcp_fullsock(const struct sock *sk, bool btf)
 {
 	if (!sk)
 		return false;
-	__u8 state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	__u8 state = RD(btf, sk, __sk_common.skc_state);
 
 	if (state == TCP_STATE_TIME_WAIT || state == TCP_STATE_NEW_SYN_RECV)
 		return false;
-	return BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP &&
-	       BPF_CORE_READ(sk, sk_type) == SOCK_STREAM;
+	return RD(btf, sk, sk_protocol) == IPPROTO_TCP && RD(btf, sk, sk_type) == SOCK_STREAM;
 }
 
 static __always_inline void map_v4(__u8 out[16], __u32 addr_be)
@@ -157,32 +210,33 @@ static __always_inline void map_v4(__u8 out[16], __u32 addr_be)
 	__builtin_memcpy(out + 8, &hi, 8);
 }
 
-static __always_inline bool is_tcp(const struct sock *sk)
+static __always_inline bool is_tcp(const struct sock *sk, bool btf)
 {
-	return sk && BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP;
+	return sk && RD(btf, sk, sk_protocol) == IPPROTO_TCP;
 }
 
 /* Header of a socket event (local end first); false if filtered out. */
-static __always_inline bool sock_flow(struct tt_hdr *h, const struct sock *sk, bool trusted)
+static __always_inline bool sock_flow(struct tt_hdr *h, const struct sock *sk, bool btf,
+				      bool trusted)
 {
-	h->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	h->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	h->sport = RD(btf, sk, __sk_common.skc_num);
+	h->dport = bpf_ntohs(RD(btf, sk, __sk_common.skc_dport));
 	if (!port_wanted(h))
 		return false;
-	h->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	h->family = RD(btf, sk, __sk_common.skc_family);
 	if (h->family == AF_INET6) {
-		BPF_CORE_READ_INTO(&h->saddr, sk, __sk_common.skc_v6_rcv_saddr);
-		BPF_CORE_READ_INTO(&h->daddr, sk, __sk_common.skc_v6_daddr);
+		RD_INTO(btf, &h->saddr, sk, __sk_common.skc_v6_rcv_saddr);
+		RD_INTO(btf, &h->daddr, sk, __sk_common.skc_v6_daddr);
 	} else {
-		map_v4(h->saddr, BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr));
-		map_v4(h->daddr, BPF_CORE_READ(sk, __sk_common.skc_daddr));
+		map_v4(h->saddr, RD(btf, sk, __sk_common.skc_rcv_saddr));
+		map_v4(h->daddr, RD(btf, sk, __sk_common.skc_daddr));
 	}
 	if (!addr_wanted(h))
 		return false;
-	h->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	h->netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);
 	if (!netns_wanted(h))
 		return false;
-	h->sock_cookie = sock_cookie(sk, trusted);
+	h->sock_cookie = sock_cookie(sk, btf, trusted);
 	return true;
 }
 
@@ -278,9 +332,9 @@ static __always_inline bool parse_l3(struct tt_hdr *h, struct tcp_pkt *p, const 
 	return true;
 }
 
-static __always_inline bool is_ip(const struct sk_buff *skb)
+static __always_inline bool is_ip(const struct sk_buff *skb, bool btf)
 {
-	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	__u16 proto = bpf_ntohs(RD(btf, skb, protocol));
 
 	return proto == ETH_P_IP || proto == ETH_P_IPV6;
 }
@@ -291,46 +345,67 @@ static __always_inline bool is_ip(const struct sk_buff *skb)
  * not reliable for GSO/BIG TCP packets. A dropped skb may start anywhere.
  */
 static __always_inline bool parse_nh(struct tt_hdr *h, struct tcp_pkt *p, const struct sk_buff *skb,
-				     bool tx)
+				     bool tx, bool btf)
 {
-	if (!is_ip(skb))
+	if (!is_ip(skb, btf))
 		return false;
-	unsigned char *head = BPF_CORE_READ(skb, head);
-	__u16 nh = BPF_CORE_READ(skb, network_header);
+	unsigned char *head = RD(btf, skb, head);
+	__u16 nh = RD(btf, skb, network_header);
 	__u32 ip_len = 0;
 
 	if (tx)
-		ip_len = BPF_CORE_READ(skb, len) - (head + nh - BPF_CORE_READ(skb, data));
+		ip_len = RD(btf, skb, len) - (head + nh - RD(btf, skb, data));
 	return parse_l3(h, p, head + nh, ip_len);
 }
 
 /* An incoming skb at the driver/GRO layer: skb->data is the IP header. */
-static __always_inline bool parse_rx(struct tt_hdr *h, struct tcp_pkt *p, const struct sk_buff *skb)
+static __always_inline bool parse_rx(struct tt_hdr *h, struct tcp_pkt *p, const struct sk_buff *skb,
+				     bool btf)
 {
-	if (!is_ip(skb))
+	if (!is_ip(skb, btf))
 		return false;
-	return parse_l3(h, p, BPF_CORE_READ(skb, data), 0);
+	return parse_l3(h, p, RD(btf, skb, data), 0);
 }
 
-static __always_inline struct skb_shared_info *skb_shinfo_of(const struct sk_buff *skb)
+struct gso_info {
+	__u16 size;
+	__u16 segs;
+};
+
+/*
+ * gso_size and gso_segs of skb_shinfo(skb). The shared info is found by
+ * address arithmetic, so even tp_btf programs must probe-read it: one read
+ * when the kernel keeps the two fields side by side (it does since 2.6).
+ */
+static __always_inline struct gso_info gso_of(const struct sk_buff *skb, bool btf)
 {
-	return (void *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
+	struct skb_shared_info *shinfo = (void *)(RD(btf, skb, head) + RD(btf, skb, end));
+	struct gso_info gso = {};
+
+	if (bpf_core_field_offset(struct skb_shared_info, gso_segs) ==
+	    bpf_core_field_offset(struct skb_shared_info, gso_size) + 2) {
+		bpf_probe_read_kernel(&gso, sizeof(gso), &shinfo->gso_size);
+	} else {
+		gso.size = BPF_CORE_READ(shinfo, gso_size);
+		gso.segs = BPF_CORE_READ(shinfo, gso_segs);
+	}
+	return gso;
 }
 
 static __always_inline void pkt_body(struct tt_pkt *body, const struct tcp_pkt *p,
-				     const struct sk_buff *skb)
+				     const struct sk_buff *skb, bool btf)
 {
-	struct skb_shared_info *shinfo = skb_shinfo_of(skb);
+	struct gso_info gso = gso_of(skb, btf);
 
 	body->seq = p->seq;
 	body->ack = p->ack;
 	body->len = p->len;
 	body->win_raw = p->win_raw;
 	body->tcp_flags = p->flags;
-	body->skb_len = BPF_CORE_READ(skb, len);
-	body->gso_segs = BPF_CORE_READ(shinfo, gso_segs);
-	body->gso_size = BPF_CORE_READ(shinfo, gso_size);
-	body->ifindex = BPF_CORE_READ(skb, dev, ifindex);
+	body->skb_len = RD(btf, skb, len);
+	body->gso_segs = gso.segs;
+	body->gso_size = gso.size;
+	body->ifindex = RD(btf, skb, dev, ifindex);
 }
 
 /* TCP_SKB_CB(skb): the control block TCP keeps in skb->cb. */

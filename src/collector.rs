@@ -1,10 +1,11 @@
 //! Draining the ring buffer.
 //!
 //! The BPF side submits without waking the reader (a wakeup per event would
-//! cost more than the event), and forces a wakeup only when the ring is a
-//! quarter full. So the [`Collector`] polls the ring fd with a short timeout
-//! and then drains everything that is there, handing each record to a
-//! callback as a borrowed slice: nothing is allocated per event.
+//! cost more than the event), and forces a wakeup only when the ring is about
+//! a quarter full (each CPU counting its own share). So the [`Collector`]
+//! polls the ring fd with a short timeout and then drains everything that is
+//! there, handing each record to a callback as a borrowed slice: nothing is
+//! allocated per event.
 
 use crate::probe::Tracer;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -7,7 +7,52 @@
 
 use crate::event::{Body, Event, FlowKey};
 use serde::Serialize;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// rustc's FxHash: a multiply and a rotate per word. Every event looks up
+/// its flow, and SipHash (std's default, built against hash flooding) was a
+/// fifth of replay time; keys here are cookies and addresses the kernel saw.
+#[derive(Clone, Copy, Default)]
+pub struct FastHasher(u64);
+
+impl FastHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FastHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.add(n.into());
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.add(n.into());
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.add(n.into());
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A HashMap with [`FastHasher`].
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
 /// What the table knows of one socket.
 #[derive(Clone, Debug, Serialize)]
@@ -31,8 +76,8 @@ pub struct FlowInfo {
 
 #[derive(Default)]
 pub struct FlowTable {
-    by_cookie: HashMap<u64, FlowInfo>,
-    by_key: HashMap<FlowKey, u64>,
+    by_cookie: FastMap<u64, FlowInfo>,
+    by_key: FastMap<FlowKey, u64>,
 }
 
 impl FlowTable {
@@ -43,43 +88,45 @@ impl FlowTable {
     /// Accounts the event to its socket and returns the socket's cookie, if known.
     pub fn observe(&mut self, ev: &Event) -> Option<u64> {
         let cookie = self.cookie_of(ev)?;
-        // A socket's addresses are known once both ports are: state changes
-        // before connect() picks a port, or after the port went to a time-wait
-        // socket, carry port 0 and say nothing about the connection.
-        let key = match ev.hdr.sock_cookie {
-            0 => None,
-            _ => FlowKey::of(ev, self.is_outgoing(ev))
-                .filter(|k| k.local.port() != 0 && k.remote.port() != 0),
-        };
-        let flow = self.by_cookie.entry(cookie).or_insert_with(|| {
-            let key = key.unwrap_or(FlowKey {
-                netns: ev.hdr.netns,
-                local: unspecified(),
-                remote: unspecified(),
-            });
-            FlowInfo {
+        let outgoing = self.is_outgoing(ev);
+        // A socket's addresses come from events that carry its own cookie, and
+        // only once both ports are known: state changes before connect() picks
+        // a port, or after the port went to a time-wait socket, carry port 0.
+        let key = self
+            .own_cookie(ev)
+            .and_then(|_| FlowKey::of(ev, outgoing))
+            .filter(|k| k.local.port() != 0 && k.remote.port() != 0);
+        let flow = match self.by_cookie.entry(cookie) {
+            Entry::Occupied(flow) => flow.into_mut(),
+            // Addresses unknown (port 0) until the block below fills them in.
+            Entry::Vacant(slot) => slot.insert(FlowInfo {
                 sock_cookie: cookie,
-                netns: key.netns,
-                src: key.local.to_string(),
-                dst: key.remote.to_string(),
-                key,
+                netns: ev.hdr.netns,
+                src: unspecified().to_string(),
+                dst: unspecified().to_string(),
+                key: FlowKey {
+                    netns: ev.hdr.netns,
+                    local: unspecified(),
+                    remote: unspecified(),
+                },
                 first_ns: ev.hdr.ts_ns,
                 last_ns: ev.hdr.ts_ns,
                 events: 0,
                 bytes_sent: 0,
                 bytes_received: 0,
                 state: 0,
-            }
-        });
+            }),
+        };
+        // The key is registered once, when first known (not on every event);
+        // a later socket on the same addresses takes it over.
         if let Some(key) = key {
             if flow.key.local.port() == 0 {
                 flow.key = key;
                 flow.src = key.local.to_string();
                 flow.dst = key.remote.to_string();
                 flow.netns = key.netns;
+                self.by_key.insert(key, cookie);
             }
-            // Addresses are reused by later connections: the newest socket wins.
-            self.by_key.insert(key, cookie);
         }
         flow.events += 1;
         flow.first_ns = flow.first_ns.min(ev.hdr.ts_ns);
@@ -95,8 +142,8 @@ impl FlowTable {
 
     /// The cookie of the socket an event belongs to, without recording anything.
     pub fn cookie_of(&self, ev: &Event) -> Option<u64> {
-        if ev.hdr.sock_cookie != 0 {
-            return Some(ev.hdr.sock_cookie);
+        if let Some(cookie) = self.own_cookie(ev) {
+            return Some(cookie);
         }
         let key = FlowKey::of(ev, self.is_outgoing(ev))?;
         self.by_key.get(&key).copied().or_else(|| {
@@ -106,6 +153,17 @@ impl FlowTable {
                 .flatten()
                 .and_then(|k| self.by_key.get(&k).copied())
         })
+    }
+
+    /// The cookie an event carries of its own socket. An incoming packet can
+    /// carry its sender's (veth keeps skb->sk across namespaces), which says
+    /// nothing of the socket that receives it.
+    fn own_cookie(&self, ev: &Event) -> Option<u64> {
+        match ev.hdr.sock_cookie {
+            0 => None,
+            _ if ev.is_packet_event() && !self.is_outgoing(ev) => None,
+            cookie => Some(cookie),
+        }
     }
 
     fn is_outgoing(&self, ev: &Event) -> bool {
@@ -217,6 +275,33 @@ mod tests {
         table.observe(&data);
         table.observe(&closing);
         assert_eq!(table.get(5).unwrap().src, "198.18.0.1:40000");
+    }
+
+    #[test]
+    fn a_received_packet_with_its_senders_cookie_goes_to_the_receiver() {
+        let mut table = FlowTable::new();
+        let send = Event::new(
+            hdr(1, 10, "198.18.0.1:40000", "198.18.0.2:5001"),
+            Body::WindowAdv(tt_window_adv::default()),
+        );
+        let recv = Event::new(
+            hdr(2, 20, "198.18.0.2:5001", "198.18.0.1:40000"),
+            Body::TcpRcv(Default::default()),
+        );
+        // Across veth the skb keeps skb->sk: the receive side sees cookie 1.
+        let rx = Event::new(
+            hdr(1, 20, "198.18.0.1:40000", "198.18.0.2:5001"),
+            Body::RxEntry(tt_pkt::default()),
+        );
+        table.observe(&send);
+        assert_eq!(table.observe(&rx), None, "no receiving socket known yet");
+        table.observe(&recv);
+        assert_eq!(table.observe(&rx), Some(2));
+        let f = table.get(1).unwrap();
+        assert_eq!(
+            (f.src.as_str(), f.dst.as_str(), f.netns, f.events),
+            ("198.18.0.1:40000", "198.18.0.2:5001", 10, 1)
+        );
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub enum Command {
     Flamegraph(FlamegraphArgs),
     /// Run a real TCP transfer between two fresh network namespaces and trace it.
     Lab(LabArgs),
+    /// Measure the overhead of tracing side by side with no tracing, bpftrace and tcpdump (root).
+    Bench(BenchArgs),
     /// Write the man pages and shell completions (bash, zsh, fish) into a directory.
     #[command(hide = true)]
     GenDocs {
@@ -225,4 +227,46 @@ pub struct LabArgs {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A part of `tenge-trace bench`.
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum BenchPart {
+    /// Bulk and small-segment transfers: untraced, tenge-trace full and 1/64, bpftrace, tcpdump.
+    Throughput,
+    /// In-kernel ns per event of each program (bpf_stats), minus an empty program on the same hook.
+    KernelCost,
+    /// The highest event rate held with zero loss, and the collector's CPU at that rate.
+    MaxRate,
+    /// The collector alone replaying a synthesized 10k-flow trace: events/s per core, peak memory.
+    Replay,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Short runs and 2 repetitions, for development: the numbers are rough.
+    #[arg(long)]
+    pub quick: bool,
+    /// Run only these parts (repeatable); default: all.
+    #[arg(long, value_name = "PART")]
+    pub only: Vec<BenchPart>,
+    /// Repetitions of each mode, interleaved (default 5; 2 with --quick).
+    #[arg(long, value_name = "N")]
+    pub reps: Option<u32>,
+    /// Where the results go as JSON.
+    #[arg(long, value_name = "FILE", default_value = "bench/results.json")]
+    pub json: PathBuf,
+    /// Where the results go as a Markdown table.
+    #[arg(long, value_name = "FILE", default_value = "BENCHMARKS.md")]
+    pub markdown: PathBuf,
+    /// The bpftrace script to compare with (its $1 is the port to filter on).
+    #[arg(long, value_name = "FILE", default_value = "bench/equivalent.bt")]
+    pub bpftrace_script: PathBuf,
+    /// Measure nothing: render the Markdown again from the JSON results file.
+    #[arg(long)]
+    pub render_only: bool,
+    /// Internal: replay FILE and print the result as JSON (run as a child, so
+    /// that the parent can read its peak memory).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub replay_only: Option<PathBuf>,
 }

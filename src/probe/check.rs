@@ -16,7 +16,8 @@ use aya::programs::{
 use aya::{Btf, EbpfLoader, VerifierLogLevel};
 use serde::Serialize;
 
-static CHECK_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/check.bpf.o"));
+pub(crate) static CHECK_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/check.bpf.o"));
 
 /// Hook families, as named in the report, with the program that proves each.
 const FAMILIES: [(&str, &str); 7] = [

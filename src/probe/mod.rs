@@ -7,10 +7,13 @@
 
 mod check;
 mod plan;
+mod stats;
 mod tracefs;
 
 pub use check::{check, Capabilities, CheckReport, HookCheck};
 pub use plan::{Backend, PlannedProbe, ProbePlan};
+pub use stats::{system_program_stats, BpfStatsEnabled, EmptyPrograms, ProgramStats};
+pub use tracefs::{ensure as mount_tracefs, TracefsMount};
 
 use crate::abi::tt_kind;
 use anyhow::{bail, Context};
@@ -97,7 +100,9 @@ impl Tracer {
             .addr
             .map_or((0u8, [0u8; 16]), |ip| (1, crate::event::abi_addr(ip).1));
         let netns = filters.netns.unwrap_or(0);
-        let wakeup_bytes = u64::from(ring_bytes / 4);
+        // Each CPU wakes the reader once it queued its share of a quarter ring.
+        let cpus = aya::util::online_cpus().map_or(1, |cpus| cpus.len().max(1)) as u64;
+        let wakeup_bytes = (u64::from(ring_bytes / 4) / cpus).max(1);
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .override_global("filter_port", &port, true)
@@ -150,7 +155,8 @@ impl Tracer {
     }
 
     /// The ring buffer's fd, readable when records are waiting (the BPF side
-    /// wakes it only when a quarter full: poll with a timeout).
+    /// wakes it only once a CPU queued its share of a quarter ring: poll
+    /// with a timeout).
     pub fn ring_fd(&self) -> RawFd {
         self.ring.as_raw_fd()
     }

@@ -7,13 +7,13 @@ use std::path::Path;
 
 const MOUNT_POINT: &str = "/sys/kernel/tracing";
 
-pub(crate) struct TracefsMount {
+pub struct TracefsMount {
     mounted: bool,
 }
 
 /// Makes tracefs available if it is not (needs CAP_SYS_ADMIN; a failure only
 /// means the `tracepoint` backend will not attach).
-pub(crate) fn ensure() -> TracefsMount {
+pub fn ensure() -> TracefsMount {
     let present = [
         "/sys/kernel/tracing/events",
         "/sys/kernel/debug/tracing/events",

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod alerts;
+mod bench;
 mod check;
 mod dump;
 mod flamegraph;
@@ -30,6 +31,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Flamegraph(args) => flamegraph::run(args),
         Command::Watch(args) => watch::run(args),
         Command::Lab(args) => lab::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::GenDocs { out } => gen_docs::run(&out),
     }
 }

@@ -1,0 +1,375 @@
+//! The things a benchmarked transfer runs under: nothing, tenge-trace (full
+//! or sampled), the equivalent bpftrace script, or tcpdump. Each starts
+//! before the transfer and is stopped (and cleaned up) after it.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tenge_trace::collector::{CollectStats, Collector};
+use tenge_trace::event::Event;
+use tenge_trace::flow::FlowTable;
+use tenge_trace::probe::{Filters, ProgramStats, Tracer, TracerOptions};
+use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
+
+/// How long an external tool may take to attach (bpftrace compiles first).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Untraced,
+    /// tenge-trace, every packet.
+    Full,
+    /// tenge-trace, one packet in 64.
+    Sampled64,
+    Bpftrace,
+    /// tcpdump -s 128 -w FILE.
+    Tcpdump,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 5] = [
+        Mode::Untraced,
+        Mode::Full,
+        Mode::Sampled64,
+        Mode::Bpftrace,
+        Mode::Tcpdump,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Untraced => "untraced",
+            Mode::Full => "tenge-trace, every packet",
+            Mode::Sampled64 => "tenge-trace, 1/64 sampled",
+            Mode::Bpftrace => "bpftrace, same hooks",
+            Mode::Tcpdump => "tcpdump -s 128 -w",
+        }
+    }
+}
+
+/// Where the traffic is and where tools may write.
+pub struct Target<'a> {
+    pub sender_netns: &'a str,
+    pub sender_iface: &'a str,
+    pub port: u16,
+    pub scratch: &'a Path,
+    pub bpftrace_script: &'a Path,
+}
+
+/// What a tool reported once stopped.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ToolCounts {
+    pub events: u64,
+    /// Events (or packets) the tool lost: ring full, or dropped by the kernel.
+    pub lost: u64,
+}
+
+pub enum Instrument {
+    None,
+    Tenge(TracedSession),
+    External {
+        mode: Mode,
+        child: Child,
+        output: PathBuf,
+        stderr: JoinHandle<Vec<String>>,
+        /// bpftrace needs tracefs while it runs; unmounted after it exits.
+        _tracefs: Option<tenge_trace::probe::TracefsMount>,
+    },
+}
+
+impl Instrument {
+    pub fn start(mode: Mode, target: &Target) -> Result<Instrument> {
+        let output = target.scratch.join(format!("{mode:?}.out").to_lowercase());
+        match mode {
+            Mode::Untraced => Ok(Instrument::None),
+            Mode::Full | Mode::Sampled64 => {
+                let options = TracerOptions {
+                    filters: Filters {
+                        port: Some(target.port),
+                        sample_every: if mode == Mode::Full { 1 } else { 64 },
+                        ..Filters::default()
+                    },
+                    ..TracerOptions::default()
+                };
+                Ok(Instrument::Tenge(TracedSession::start(options, output)?))
+            }
+            Mode::Bpftrace => {
+                let tracefs = tenge_trace::probe::mount_tracefs();
+                let mut command = Command::new("bpftrace");
+                command
+                    .arg("-o")
+                    .arg(&output)
+                    .arg(target.bpftrace_script)
+                    .arg(target.port.to_string());
+                // bpftrace writes "Attaching N probes..." into its output file.
+                let (child, stderr) = spawn_ready(command, &output, "Attaching")?;
+                Ok(Instrument::External {
+                    mode,
+                    child,
+                    output,
+                    stderr,
+                    _tracefs: Some(tracefs),
+                })
+            }
+            Mode::Tcpdump => {
+                let mut command = Command::new("ip");
+                command
+                    .args(["netns", "exec", target.sender_netns, "tcpdump"])
+                    .args(["-i", target.sender_iface, "-n", "-s", "128", "-w"])
+                    .arg(&output)
+                    .args(["tcp", "port", &target.port.to_string()]);
+                let (child, stderr) = spawn_ready(command, &output, "")?;
+                Ok(Instrument::External {
+                    mode,
+                    child,
+                    output,
+                    stderr,
+                    _tracefs: None,
+                })
+            }
+        }
+    }
+
+    /// Stops the tool, removes its output, and returns what it counted.
+    pub fn stop(self) -> Result<ToolCounts> {
+        match self {
+            Instrument::None => Ok(ToolCounts::default()),
+            Instrument::Tenge(session) => {
+                let end = session.stop()?;
+                Ok(ToolCounts {
+                    events: end.stats.events,
+                    lost: end.stats.lost_total(),
+                })
+            }
+            Instrument::External {
+                mode,
+                mut child,
+                output,
+                stderr,
+                _tracefs,
+            } => {
+                // SAFETY: kill(2) on our own child, not yet reaped. `ip netns
+                // exec` execs tcpdump, so the pid is the tool itself.
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+                child.wait()?;
+                let lines = stderr.join().unwrap_or_default();
+                let counts = external_counts(mode, &output, &lines);
+                let _ = std::fs::remove_file(&output);
+                Ok(counts)
+            }
+        }
+    }
+}
+
+/// Spawns a tool and waits until it is attached: `ready` appears in its
+/// output file, or (empty `ready`) "listening on" on its stderr (tcpdump).
+fn spawn_ready(
+    mut command: Command,
+    output: &Path,
+    ready: &str,
+) -> Result<(Child, JoinHandle<Vec<String>>)> {
+    let _ = std::fs::remove_file(output);
+    // SAFETY: prctl is async-signal-safe. If the benchmark dies the tool
+    // dies with it instead of tracing on (the signal follows the spawning
+    // thread: tools are started from the main thread).
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        })
+    };
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("spawn {command:?}"))?;
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (listening_tx, listening_rx) = mpsc::channel();
+    let lines = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+            if line.contains("listening on") {
+                let _ = listening_tx.send(());
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let is_ready = if ready.is_empty() {
+            listening_rx.try_recv().is_ok()
+        } else {
+            std::fs::read_to_string(output).is_ok_and(|text| text.contains(ready))
+        };
+        if is_ready {
+            return Ok((child, lines));
+        }
+        if let Some(status) = child.try_wait()? {
+            let lines = lines.join().unwrap_or_default();
+            bail!("{command:?} exited ({status}): {}", lines.join(" / "));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("{command:?} not ready after {READY_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// tcpdump: "N packets captured", "M packets dropped by kernel" on stderr.
+/// bpftrace: one output line per event, and "Lost N events" lines.
+fn external_counts(mode: Mode, output: &Path, stderr: &[String]) -> ToolCounts {
+    let leading_number = |text: &str| -> u64 {
+        let digits = text.trim_start();
+        digits
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let mut counts = ToolCounts::default();
+    if mode == Mode::Tcpdump {
+        for line in stderr {
+            if line.ends_with("packets captured") {
+                counts.events = leading_number(line);
+            } else if line.ends_with("packets dropped by kernel") {
+                counts.lost = leading_number(line);
+            }
+        }
+    } else if let Ok(file) = std::fs::File::open(output) {
+        for line in BufReader::new(file).lines().map_while(|l| l.ok()) {
+            match line.strip_prefix("Lost ") {
+                Some(rest) => counts.lost += leading_number(rest),
+                None => counts.events += 1,
+            }
+        }
+    }
+    counts
+}
+
+/// The collector a user of `record` runs: drain, decode, flow table, and
+/// write every record to a trace file, on its own thread.
+pub struct TracedSession {
+    /// The hooks the probes attached to (`category:name`).
+    hooks: Vec<String>,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<SessionEnd>>,
+}
+
+pub struct SessionEnd {
+    pub stats: CollectStats,
+    /// CPU time of the collector thread (user + system).
+    pub cpu: Duration,
+    /// Per-program run time and runs, read just before the probes detach.
+    pub programs: Vec<ProgramStats>,
+}
+
+impl TracedSession {
+    /// Returns once the probes are attached.
+    pub fn start(options: TracerOptions, file: PathBuf) -> Result<TracedSession> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let thread_stop = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("collector".into())
+            .spawn(move || {
+                let tracer = Tracer::start(&options);
+                let _ = ready_tx.send(match &tracer {
+                    Ok(t) => Ok(t.plan().attached().map(|p| p.hook.clone()).collect()),
+                    Err(e) => Err(format!("{e:#}")),
+                });
+                collect(tracer?, &thread_stop, &file)
+            })?;
+        match ready_rx.recv() {
+            Ok(Ok(hooks)) => Ok(TracedSession {
+                hooks,
+                stop,
+                handle,
+            }),
+            Ok(Err(err)) => bail!("{err}"),
+            Err(_) => bail!("the collector thread died while starting"),
+        }
+    }
+
+    pub fn hooks(&self) -> &[String] {
+        &self.hooks
+    }
+
+    pub fn stop(self) -> Result<SessionEnd> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+}
+
+fn collect(mut tracer: Tracer, stop: &AtomicBool, file: &Path) -> Result<SessionEnd> {
+    let cpu_before = thread_cpu();
+    let mut meta = TraceMeta::for_this_host();
+    meta.probe_plan = serde_json::to_value(tracer.plan())?;
+    let mut writer = TraceWriter::create(file, &meta)?;
+    let mut flows = FlowTable::new();
+    let mut write_error = None;
+    let stats = Collector::new().run(
+        &mut tracer,
+        stop,
+        None,
+        |record| {
+            if let Ok(ev) = Event::decode(record) {
+                flows.observe(&ev);
+            }
+            if let Err(err) = writer.write_record(record) {
+                write_error.get_or_insert(err);
+            }
+        },
+        |_| {},
+    )?;
+    if let Some(err) = write_error {
+        return Err(err.into());
+    }
+    writer.finish(&TraceSummary {
+        events: stats.events,
+        duration_ns: stats.elapsed.as_nanos() as u64,
+        end_reason: "benchmark".into(),
+        ..TraceSummary::default()
+    })?;
+    let cpu = thread_cpu() - cpu_before;
+    let programs = tracer.program_stats()?;
+    drop(tracer);
+    let _ = std::fs::remove_file(file);
+    Ok(SessionEnd {
+        stats,
+        cpu,
+        programs,
+    })
+}
+
+/// CPU time (user + system) of the calling thread.
+pub fn thread_cpu() -> Duration {
+    rusage_cpu(libc::RUSAGE_THREAD)
+}
+
+pub fn rusage(who: libc::c_int) -> libc::rusage {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut usage);
+        usage
+    }
+}
+
+fn rusage_cpu(who: libc::c_int) -> Duration {
+    let usage = rusage(who);
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}

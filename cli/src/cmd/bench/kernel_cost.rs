@@ -1,0 +1,167 @@
+//! In-kernel ns per event of each program: bpf_stats run time per run, minus
+//! that of an empty tp_btf program attached to the same hook during the same
+//! transfer (bpf_stats' own clock reads and the dispatch cost the same for
+//! both). Measured for the tp_btf programs (direct BTF loads) and the raw_tp
+//! ones (probe reads), and for the bpftrace script as a whole.
+
+use super::instrument::{Instrument, Mode, Target, TracedSession};
+use super::throughput::timed_transfer;
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use tenge_trace::lab::{Lab, LabConfig};
+use tenge_trace::probe::{
+    system_program_stats, Backend, BpfStatsEnabled, EmptyPrograms, Filters, ProgramStats,
+    TracerOptions,
+};
+
+const PORT: u16 = 15301;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProgramCost {
+    pub hook: String,
+    pub program: String,
+    pub runs: u64,
+    pub ns_per_run: f64,
+    /// The empty program on the same hook.
+    pub empty_ns_per_run: f64,
+    pub added_ns_per_run: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BackendCost {
+    pub backend: String,
+    pub programs: Vec<ProgramCost>,
+    pub events: u64,
+    pub runs: u64,
+    /// Σ added time / Σ runs.
+    pub added_ns_per_run: f64,
+    /// Σ added time / events emitted (runs that filter out cost too).
+    pub added_ns_per_event: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KernelCost {
+    pub workload: String,
+    pub seconds: f64,
+    pub backends: Vec<BackendCost>,
+    /// bpftrace's programs on the same transfer: Σ time / Σ runs, and minus
+    /// the mean empty tp_btf program (its classic tracepoints dispatch slower).
+    pub bpftrace_ns_per_run: Option<f64>,
+    pub bpftrace_added_ns_per_run: Option<f64>,
+    pub bpftrace_runs: u64,
+}
+
+pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<KernelCost> {
+    let cfg = LabConfig {
+        port: PORT,
+        write_size: 100,
+        nodelay: true,
+        bytes: u64::MAX / 2,
+        ..LabConfig::default()
+    };
+    let lab = Lab::new(&cfg)?;
+    let _stats = BpfStatsEnabled::enable()?;
+    let mut backends = Vec::new();
+    let mut empty_mean = Vec::new();
+    for backend in [Backend::TpBtf, Backend::RawTp] {
+        super::check_interrupted()?;
+        eprintln!("bench: kernel cost, {backend:?} programs");
+        let options = TracerOptions {
+            filters: Filters {
+                port: Some(PORT),
+                ..Filters::default()
+            },
+            backends: vec![backend],
+            ..TracerOptions::default()
+        };
+        let session = TracedSession::start(options, scratch.join("kernel-cost.ttr"))?;
+        let empty = EmptyPrograms::attach(session.hooks().iter().map(String::as_str))?;
+        timed_transfer(&lab, &cfg, seconds)?;
+        let empty_stats = empty.stats()?;
+        let end = session.stop()?;
+        let cost = backend_cost(backend, &end.programs, &empty_stats, end.stats.events);
+        empty_mean.push(mean_ns(&empty_stats));
+        backends.push(cost);
+    }
+    super::check_interrupted()?;
+    eprintln!("bench: kernel cost, bpftrace");
+    let before: HashSet<u32> = system_program_stats().into_keys().collect();
+    let target = Target {
+        sender_netns: lab.sender_netns().name(),
+        sender_iface: lab.sender_iface(),
+        port: PORT,
+        scratch,
+        bpftrace_script,
+    };
+    let bpftrace = Instrument::start(Mode::Bpftrace, &target)?;
+    timed_transfer(&lab, &cfg, seconds)?;
+    let (time, runs) = system_program_stats()
+        .into_iter()
+        .filter(|(id, _)| !before.contains(id))
+        .fold((0, 0), |(t, n), (_, p)| (t + p.run_time_ns, n + p.run_cnt));
+    bpftrace.stop()?;
+    let bpftrace_ns = (runs > 0).then(|| time as f64 / runs as f64);
+    let empty = empty_mean.iter().copied().flatten().next();
+    Ok(KernelCost {
+        workload: "in-tree 100 B writes + NODELAY".into(),
+        seconds: f64::from(seconds),
+        backends,
+        bpftrace_ns_per_run: bpftrace_ns,
+        bpftrace_added_ns_per_run: bpftrace_ns.zip(empty).map(|(b, e)| b - e),
+        bpftrace_runs: runs,
+    })
+}
+
+fn mean_ns(stats: &[ProgramStats]) -> Option<f64> {
+    let (time, runs) = stats
+        .iter()
+        .fold((0, 0), |(t, n), s| (t + s.run_time_ns, n + s.run_cnt));
+    (runs > 0).then(|| time as f64 / runs as f64)
+}
+
+fn backend_cost(
+    backend: Backend,
+    programs: &[ProgramStats],
+    empty: &[ProgramStats],
+    events: u64,
+) -> BackendCost {
+    let empty_by_hook: BTreeMap<&str, f64> = empty
+        .iter()
+        .filter_map(|s| Some((s.hook.as_str(), s.ns_per_run()?)))
+        .collect();
+    let programs: Vec<ProgramCost> = programs
+        .iter()
+        .filter(|p| p.run_cnt > 0)
+        .map(|p| {
+            let ns = p.ns_per_run().unwrap_or(0.0);
+            let base = empty_by_hook.get(p.hook.as_str()).copied().unwrap_or(0.0);
+            ProgramCost {
+                hook: p.hook.clone(),
+                program: p.program.clone(),
+                runs: p.run_cnt,
+                ns_per_run: ns,
+                empty_ns_per_run: base,
+                added_ns_per_run: ns - base,
+            }
+        })
+        .collect();
+    let runs: u64 = programs.iter().map(|p| p.runs).sum();
+    let added: f64 = programs
+        .iter()
+        .map(|p| p.added_ns_per_run * p.runs as f64)
+        .sum();
+    BackendCost {
+        backend: format!("{backend:?}"),
+        programs,
+        events,
+        runs,
+        added_ns_per_run: if runs > 0 { added / runs as f64 } else { 0.0 },
+        added_ns_per_event: if events > 0 {
+            added / events as f64
+        } else {
+            0.0
+        },
+    }
+}

@@ -1,0 +1,224 @@
+//! `tenge-trace bench`: overhead measured side by side in one run, written to
+//! bench/results.json and BENCHMARKS.md (see `make bench`).
+
+mod instrument;
+mod kernel_cost;
+mod markdown;
+mod max_rate;
+mod replay;
+mod stats;
+mod throughput;
+
+use crate::cli::{BenchArgs, BenchPart};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Set by the first SIGINT/SIGTERM: the run stops after the transfer in
+/// flight, so every namespace, probe, tool, tracefs mount and the
+/// bpf_stats sysctl is cleaned up on the way out. A second signal exits at once.
+static INTERRUPTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+fn install_interrupt() -> Result<()> {
+    let flag = Arc::clone(INTERRUPTED.get_or_init(Arc::default));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flag))?;
+        signal_hook::flag::register(signal, Arc::clone(&flag))?;
+    }
+    Ok(())
+}
+
+/// Called between runs.
+pub fn check_interrupted() -> Result<()> {
+    if INTERRUPTED.get().is_some_and(|f| f.load(Ordering::SeqCst)) {
+        anyhow::bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// Everything one run measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Results {
+    pub machine: Machine,
+    pub quick: bool,
+    pub reps: u32,
+    pub throughput: Option<Vec<throughput::WorkloadResult>>,
+    /// tenge-trace has no in-kernel-aggregation-only mode: every kept event
+    /// goes to user space.
+    pub aggregation_only: String,
+    pub kernel_cost: Option<kernel_cost::KernelCost>,
+    pub max_rate: Option<max_rate::MaxRate>,
+    pub replay: Option<replay::Replay>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Machine {
+    pub kernel: String,
+    pub cpu_model: String,
+    pub cpus: usize,
+    pub memory_bytes: u64,
+    pub date: String,
+    pub git_revision: String,
+    pub tool_version: String,
+}
+
+/// Run lengths: the default run is the real one; --quick is for development.
+struct Lengths {
+    throughput_s: u32,
+    kernel_cost_s: u32,
+    max_rate_s: u32,
+    replay_segments: u32,
+}
+
+impl Lengths {
+    fn new(quick: bool) -> Lengths {
+        if quick {
+            Lengths {
+                throughput_s: 1,
+                kernel_cost_s: 2,
+                max_rate_s: 3,
+                replay_segments: 2,
+            }
+        } else {
+            Lengths {
+                throughput_s: 4,
+                kernel_cost_s: 8,
+                max_rate_s: 30,
+                replay_segments: 40,
+            }
+        }
+    }
+}
+
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    if let Some(file) = &args.replay_only {
+        replay::replay_only(file)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.render_only {
+        let json = std::fs::read_to_string(&args.json)
+            .with_context(|| format!("reading {}", args.json.display()))?;
+        let results: Results = serde_json::from_str(&json)?;
+        write_file(&args.markdown, &markdown::render(&results))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    install_interrupt()?;
+    let wants = |part| args.only.is_empty() || args.only.contains(&part);
+    let lengths = Lengths::new(args.quick);
+    let reps = args.reps.unwrap_or(if args.quick { 2 } else { 5 });
+    // Described before measuring: the revision measured, not the one after.
+    let machine = Machine::describe();
+    let scratch = Scratch::create()?;
+    let needs_root = [
+        BenchPart::Throughput,
+        BenchPart::KernelCost,
+        BenchPart::MaxRate,
+    ]
+    .into_iter()
+    .any(wants);
+    // SAFETY: geteuid has no preconditions.
+    if needs_root && unsafe { libc::geteuid() } != 0 {
+        anyhow::bail!("the benchmark needs root (namespaces, BPF); `--only replay` does not");
+    }
+    let throughput = wants(BenchPart::Throughput)
+        .then(|| {
+            throughput::run(&throughput::ThroughputSettings {
+                reps,
+                seconds: lengths.throughput_s,
+                scratch: &scratch.0,
+                bpftrace_script: &args.bpftrace_script,
+            })
+        })
+        .transpose()?;
+    let kernel_cost = wants(BenchPart::KernelCost)
+        .then(|| kernel_cost::run(lengths.kernel_cost_s, &scratch.0, &args.bpftrace_script))
+        .transpose()?;
+    let max_rate = wants(BenchPart::MaxRate)
+        .then(|| max_rate::run(lengths.max_rate_s, &scratch.0))
+        .transpose()?;
+    let replay = wants(BenchPart::Replay)
+        .then(|| replay::run(lengths.replay_segments, &scratch.0))
+        .transpose()?;
+    let results = Results {
+        machine,
+        quick: args.quick,
+        reps,
+        throughput,
+        aggregation_only: "not available: tenge-trace has no in-kernel aggregation mode; \
+                           every kept event is sent to user space (sampling is the cheap mode)"
+            .into(),
+        kernel_cost,
+        max_rate,
+        replay,
+    };
+    write_file(&args.json, &serde_json::to_string_pretty(&results)?)?;
+    write_file(&args.markdown, &markdown::render(&results))?;
+    eprintln!(
+        "bench: wrote {} and {}",
+        args.json.display(),
+        args.markdown.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// A private directory for tool outputs and trace files; removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn create() -> Result<Scratch> {
+        let dir = std::env::temp_dir().join(format!("tenge-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Machine {
+    fn describe() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let field = |text: &str, key: &str| {
+            text.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|v| v.trim().to_string())
+        };
+        let memory_kib: u64 = field(&meminfo, "MemTotal")
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        Machine {
+            kernel: tenge_trace::trace_file::kernel_release(),
+            cpu_model: field(&cpuinfo, "model name").unwrap_or_else(|| "unknown".into()),
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            memory_bytes: memory_kib * 1024,
+            date: command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+            git_revision: command_output("git", &["describe", "--always", "--dirty"]),
+            tool_version: super::VERSION.to_string(),
+        }
+    }
+}
+
+fn command_output(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}

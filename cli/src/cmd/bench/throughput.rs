@@ -1,0 +1,217 @@
+//! Transfers under every [`Mode`], repetitions interleaved round-robin (each
+//! repetition starts the rotation one mode later), each result paired with
+//! the untraced run of the same repetition: noise from other load on the
+//! machine hits neighbouring runs alike, so the ratios stay honest even when
+//! the absolute numbers wander.
+
+use super::instrument::{Instrument, Mode, Target, ToolCounts};
+use super::stats::Summary;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tenge_trace::lab::iperf::{run_client, Iperf3Server};
+use tenge_trace::lab::{Lab, LabConfig, TransferReport};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    /// iperf3, default offloads, one stream: bits/s.
+    IperfBulk,
+    /// Lab::run_transfer, 64 KiB writes: bits/s.
+    TransferBulk,
+    /// iperf3 -N -l 100 (TCP_NODELAY, 100-byte writes): bits/s, i.e. writes/s.
+    IperfSmall,
+    /// Lab::run_transfer, 100-byte writes, TCP_NODELAY: data segments/s.
+    TransferSmall,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 4] = [
+        Workload::IperfBulk,
+        Workload::TransferBulk,
+        Workload::IperfSmall,
+        Workload::TransferSmall,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Workload::IperfBulk => "iperf3 bulk (Gbit/s)",
+            Workload::TransferBulk => "in-tree sender bulk (Gbit/s)",
+            Workload::IperfSmall => "iperf3 -N -l 100 (Mbit/s)",
+            Workload::TransferSmall => "in-tree 100 B writes + NODELAY (kpps)",
+        }
+    }
+
+    /// Result unit divisor for display.
+    pub fn display_scale(self) -> f64 {
+        match self {
+            Workload::IperfBulk | Workload::TransferBulk => 1e9,
+            Workload::IperfSmall => 1e6,
+            Workload::TransferSmall => 1e3,
+        }
+    }
+
+    fn uses_iperf(self) -> bool {
+        matches!(self, Workload::IperfBulk | Workload::IperfSmall)
+    }
+
+    fn small(self) -> bool {
+        matches!(self, Workload::IperfSmall | Workload::TransferSmall)
+    }
+}
+
+/// One mode of one workload over all repetitions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ModeResult {
+    pub mode: Mode,
+    /// Bits/s, or segments/s for TransferSmall, one per repetition.
+    pub values: Vec<f64>,
+    pub value: Summary,
+    /// value / untraced value of the same repetition.
+    pub ratio: Summary,
+    /// What the tool counted, summed over repetitions.
+    pub tool: ToolCounts,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkloadResult {
+    pub workload: Workload,
+    pub label: String,
+    pub seconds_per_run: f64,
+    pub modes: Vec<ModeResult>,
+}
+
+pub struct ThroughputSettings<'a> {
+    pub reps: u32,
+    pub seconds: u32,
+    pub scratch: &'a Path,
+    pub bpftrace_script: &'a Path,
+}
+
+/// One lab per workload, each on its own port.
+pub fn run(settings: &ThroughputSettings) -> Result<Vec<WorkloadResult>> {
+    Workload::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, &workload)| run_workload(workload, 15201 + i as u16, settings))
+        .collect()
+}
+
+fn run_workload(workload: Workload, port: u16, s: &ThroughputSettings) -> Result<WorkloadResult> {
+    let cfg = LabConfig {
+        port,
+        mtu: 1500,
+        write_size: if workload.small() { 100 } else { 64 << 10 },
+        nodelay: workload.small(),
+        bytes: u64::MAX / 2,
+        ..LabConfig::default()
+    };
+    let lab = Lab::new(&cfg)?;
+    let _server = match workload.uses_iperf() {
+        true => Some(Iperf3Server::start(lab.receiver_netns().name(), port)?),
+        false => None,
+    };
+    let target = Target {
+        sender_netns: lab.sender_netns().name(),
+        sender_iface: lab.sender_iface(),
+        port,
+        scratch: s.scratch,
+        bpftrace_script: s.bpftrace_script,
+    };
+    let mut values = vec![Vec::new(); Mode::ALL.len()];
+    let mut tools = vec![ToolCounts::default(); Mode::ALL.len()];
+    for rep in 0..s.reps as usize {
+        for k in 0..Mode::ALL.len() {
+            let m = (rep + k) % Mode::ALL.len();
+            let mode = Mode::ALL[m];
+            super::check_interrupted()?;
+            eprintln!(
+                "bench: {} rep {}/{}: {}",
+                workload.label(),
+                rep + 1,
+                s.reps,
+                mode.label()
+            );
+            let instrument = Instrument::start(mode, &target)
+                .with_context(|| format!("starting {}", mode.label()))?;
+            let measured = measure(workload, &lab, &cfg, s.seconds);
+            let counts = instrument.stop()?;
+            values[m].push(measured?);
+            tools[m].events += counts.events;
+            tools[m].lost += counts.lost;
+        }
+    }
+    let untraced = values[0].clone();
+    let modes = Mode::ALL
+        .iter()
+        .zip(values)
+        .zip(tools)
+        .map(|((&mode, values), tool)| {
+            let ratios: Vec<f64> = values.iter().zip(&untraced).map(|(v, u)| v / u).collect();
+            ModeResult {
+                mode,
+                value: Summary::of(&values),
+                ratio: Summary::of(&ratios),
+                values,
+                tool,
+            }
+        })
+        .collect();
+    Ok(WorkloadResult {
+        workload,
+        label: workload.label().to_string(),
+        seconds_per_run: f64::from(s.seconds),
+        modes,
+    })
+}
+
+/// One run of the workload: bits/s, or data segments/s for TransferSmall.
+fn measure(workload: Workload, lab: &Lab, cfg: &LabConfig, seconds: u32) -> Result<f64> {
+    let receiver = IpAddr::V4(lab.receiver_ip());
+    let iperf_bps = |extra: &[&str]| -> Result<f64> {
+        let report = run_client(
+            lab.sender_netns().name(),
+            receiver,
+            cfg.port,
+            seconds,
+            extra,
+        )?;
+        report["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .context("iperf3 -J: no end.sum_received.bits_per_second")
+    };
+    match workload {
+        Workload::IperfBulk => iperf_bps(&[]),
+        Workload::IperfSmall => iperf_bps(&["-N", "-l", "100"]),
+        Workload::TransferBulk | Workload::TransferSmall => {
+            let report = timed_transfer(lab, cfg, seconds)?;
+            Ok(match workload {
+                Workload::TransferSmall => {
+                    f64::from(report.sender.data_segs_out) / report.elapsed.as_secs_f64()
+                }
+                _ => report.throughput_bps,
+            })
+        }
+    }
+}
+
+/// `cfg`'s transfer (with endless bytes) stopped after `seconds`.
+pub fn timed_transfer(lab: &Lab, cfg: &LabConfig, seconds: u32) -> Result<TransferReport> {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let timer = scope.spawn(|| {
+            let until = Instant::now() + Duration::from_secs(seconds.into());
+            while !stop.load(Ordering::SeqCst) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            stop.store(true, Ordering::SeqCst);
+        });
+        let report = lab.run_transfer_until(cfg, &stop, |_| {});
+        stop.store(true, Ordering::SeqCst);
+        let _ = timer.join();
+        report.context("timed lab transfer")
+    })
+}
