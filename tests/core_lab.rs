@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use tenge_trace::event::{Body, Event};
-use tenge_trace::lab::capture::{read_segments, Capture};
+use tenge_trace::lab::capture::read_segments;
 use tenge_trace::lab::traced::run_traced;
 use tenge_trace::lab::{ss, Lab, LabConfig, Reader};
 use tenge_trace::probe::TracerOptions;
@@ -37,13 +37,7 @@ fn recorded_windows_match_the_wire_and_mss_matches_ss() {
     };
     let lab = Lab::new(&cfg).unwrap();
     let pcap = std::env::temp_dir().join(format!("tt-core-lab-{}.pcap", std::process::id()));
-    let capture = Capture::start(
-        lab.receiver_netns().name(),
-        lab.receiver_iface(),
-        "tcp",
-        &pcap,
-    )
-    .unwrap();
+    let capture = lab.capture_receiver(&pcap).unwrap();
 
     let events = Mutex::new(Vec::new());
     let sockets = Mutex::new(Vec::new());

@@ -44,13 +44,7 @@ fn pcap_path(tag: &str) -> PathBuf {
 fn captured_run(cfg: &LabConfig, tag: &str) -> (TransferReport, Vec<WireSegment>) {
     let lab = Lab::new(cfg).unwrap();
     let path = pcap_path(tag);
-    let capture = Capture::start(
-        lab.receiver_netns().name(),
-        lab.receiver_iface(),
-        "tcp",
-        &path,
-    )
-    .unwrap();
+    let capture = lab.capture_receiver(&path).unwrap();
     let report = lab
         .run_transfer(cfg, |_| {
             let stats = capture.stop().unwrap();

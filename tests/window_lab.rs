@@ -13,7 +13,7 @@ use tenge_trace::analysis::window::{
 };
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, Report};
 use tenge_trace::event::{tt_window_adv, Body, Event};
-use tenge_trace::lab::capture::{self, Capture, WireSegment};
+use tenge_trace::lab::capture::{self, WireSegment};
 use tenge_trace::lab::traced::run_traced;
 use tenge_trace::lab::{ss, Lab, LabConfig, Scenario, TransferReport};
 use tenge_trace::probe::TracerOptions;
@@ -72,13 +72,7 @@ fn traced_run(cfg: &LabConfig, tag: &str) -> Run {
     let lab = Lab::new(cfg).unwrap();
     let path = pcap_path(tag);
     // Declared after the lab: dropped (tcpdump stopped) before the namespaces go.
-    let capture = Capture::start(
-        lab.receiver_netns().name(),
-        lab.receiver_iface(),
-        "tcp",
-        &path,
-    )
-    .unwrap();
+    let capture = lab.capture_receiver(&path).unwrap();
     let mut analysis = Analysis::new(AnalysisConfig::default());
     let mut alerts = Vec::new();
     let mut windows: Vec<(SocketAddr, tt_window_adv)> = Vec::new();

@@ -7,7 +7,7 @@ mod common;
 use serde_json::Value;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use tenge_trace::lab::capture::{self, Capture};
+use tenge_trace::lab::capture;
 use tenge_trace::lab::{Lab, Scenario};
 use tenge_trace::trace_file::TraceMeta;
 
@@ -89,13 +89,7 @@ fn watch_alerts_within_a_second_and_once_per_stall() {
     let mut watch = Watch::spawn(&["--json", "--addr", &addr, "--duration", "60"]);
     watch.wait_attached();
     let path = std::env::temp_dir().join(format!("tt-watch-{}.pcap", std::process::id()));
-    let capture = Capture::start(
-        lab.receiver_netns().name(),
-        lab.receiver_iface(),
-        "tcp",
-        &path,
-    )
-    .unwrap();
+    let capture = lab.capture_receiver(&path).unwrap();
     let transfer = lab.run_transfer(&cfg, |_| {}).unwrap();
     assert!(transfer.completed);
     capture.stop().unwrap();

@@ -307,6 +307,17 @@ impl Lab {
         RECEIVER_IFACE
     }
 
+    /// tcpdump on the receiver's veth (all TCP), capturing once this returns.
+    /// Keep it declared after the `Lab`, so it stops before the namespaces go.
+    pub fn capture_receiver(&self, path: &std::path::Path) -> Result<capture::Capture> {
+        capture::Capture::start(
+            self.receiver_netns().name(),
+            self.receiver_iface(),
+            "tcp",
+            path,
+        )
+    }
+
     pub fn mtu(&self) -> u32 {
         self.mtu
     }
