@@ -349,11 +349,14 @@ bpf_skc_to_tcp_sock refuses). What would close it: kfunc-typed reads once aya li
 fewer records per packet (dev_xmit could be folded into dev_start_xmit), and a bare-metal \
 host, where the clock and helper calls cost a fraction of this VM's.";
 
-const WHY_RATE: &str = "The generator, not the collector, is the limit when no step lost \
-events: 100-byte segments on a veth pair top out near this rate on 2 shared vCPUs with every \
-packet traced. When a step lost events, the collector (one thread, sharing the vCPUs with \
-sender and receiver) could not keep up. What would close it: a faster collector (see replay) \
-and a CPU of its own.";
+const WHY_RATE: &str = "When a step loses events while the collector thread uses far \
+less than a whole core (its CPU column), the collector was not out of CPU but waiting for one: \
+sender, receiver, the kernel's softirq work (with every probe) and, on this shared VM, other \
+jobs all compete for 2 vCPUs, and the 16 MiB ring holds only about 0.1 s of events at 1 M/s. \
+The result therefore moves with the load around it from run to run. When no step loses events, the generator \
+(100-byte segments on a veth pair) is the limit. What would close it: a CPU of its own for the \
+collector (or a higher scheduling priority), and a larger ring (`--ring-mib 64`) to ride out \
+scheduling gaps.";
 
 const WHY_REPLAY: &str = "Profiled (perf): the window analysis (WindowAnalyzer::push \
 and the per-flow models) and the path analysis (per-packet stage matching, per-flow hash \
