@@ -326,11 +326,15 @@ fewer records per packet (dev_xmit folded into dev_start_xmit, netif_receive dro
 rx_entry already saw the packet: an ABI change), the kernel-side remedies below, and a \
 collector that writes raw records without decoding them on the hot path.";
 
-const WHY_SAMPLED: &str = "With 1/64 sampling every probe still runs: socket probes now \
-decide from one or two fields before reading the flow, but packet probes must probe-read the \
-IP/TCP headers to learn the (seq, ack) that the decision is keyed on, and napi_poll is never \
-sampled (one record per poll). What would close it: a smaller first read (the 8 bytes of \
-seq/ack at a known offset) before the full parse, and napi_poll sampled by time.";
+const WHY_SAMPLED: &str = "With 1/64 sampling every probe still runs, and much is still \
+sent: the socket events (sendmsg, data_ready, copy_datagram, app_read) and merged skbs are \
+always kept, because sampling them on their own keys biased the path latencies 10-30x (a kept \
+packet's socket hops were timed by unrelated events); packet probes must probe-read the IP/TCP \
+headers to learn the (seq, ack) the decision is keyed on; napi_poll is never sampled (one \
+record per poll). Sampled runs therefore send 5-10x more than 1/64 of the full run's events. \
+What would close it: per-flow sampling (a flow kept or dropped whole, socket events included) \
+or the socket events keyed on the sampled packets' sequence ranges in BPF, a smaller first read \
+(the 8 bytes of seq/ack) before the full parse, and napi_poll sampled by time.";
 
 const WHY_VERSUS: &str = "tcpdump records one 128-byte header per packet at one \
 device, tenge-trace about a dozen records per packet across the stack, so full per-packet \
