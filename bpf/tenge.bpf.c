@@ -50,13 +50,11 @@ static __always_inline int sendmsg_body(const struct sock *sk, const struct msgh
 
 	if (!tp)
 		return 0;
-	__u32 write_seq = RD(btf, tp, write_seq);
-
 	if (!sock_flow(&h, sk, btf, btf))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, sendmsg, &h, TT_KIND_SENDMSG);
-	ev->body.write_seq = write_seq;
+	ev->body.write_seq = RD(btf, tp, write_seq);
 	ev->body.skb_len = skb ? RD(btf, skb, len) : 0;
 	ev->body.msg_left = RD(btf, msg, msg_iter.count);
 	ev->body.size_goal = size_goal;
@@ -93,12 +91,10 @@ static __always_inline int data_ready_body(const struct sock *sk, bool btf)
 
 	if (!is_tcp(sk, btf) || !tp)
 		return 0;
-	__u32 rcv_nxt = RD(btf, tp, rcv_nxt);
-
 	if (!sock_flow(&h, sk, btf, btf))
 		return 0;
 	EMIT_BEGIN(ev, data_ready, &h, TT_KIND_DATA_READY);
-	ev->body.rcv_nxt = rcv_nxt;
+	ev->body.rcv_nxt = RD(btf, tp, rcv_nxt);
 	ev->body.copied_seq = RD(btf, tp, copied_seq);
 	ev->body.sk_rmem_alloc = RD(btf, sk, sk_backlog.rmem_alloc.counter);
 	ev->body.sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
@@ -117,13 +113,11 @@ static __always_inline int app_read_body(const struct sock *sk, int ret, bool bt
 
 	if (!is_tcp(sk, btf) || !tp)
 		return 0;
-	__u32 copied_seq = RD(btf, tp, copied_seq);
-
 	if (!sock_flow(&h, sk, btf, btf))
 		return 0;
 	EMIT_BEGIN(ev, app_read, &h, TT_KIND_APP_READ);
 	ev->body.ret = ret;
-	ev->body.copied_seq = copied_seq;
+	ev->body.copied_seq = RD(btf, tp, copied_seq);
 	ev->body.rcv_nxt = RD(btf, tp, rcv_nxt);
 	ev->body.sk_rmem_alloc = RD(btf, sk, sk_backlog.rmem_alloc.counter);
 	ev->body.sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
@@ -259,13 +253,11 @@ static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len
 
 	if (!is_tcp(sk, btf))
 		return 0;
-	__u32 seq = RD(btf, cb, seq);
-
 	if (!sock_flow(&h, sk, btf, false))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, copy_datagram, &h, TT_KIND_COPY_DATAGRAM);
-	ev->body.seq = seq;
+	ev->body.seq = RD(btf, cb, seq);
 	ev->body.end_seq = RD(btf, cb, end_seq);
 	ev->body.len = len;
 	submit(ev, sizeof(*ev));
