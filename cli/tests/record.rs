@@ -247,3 +247,37 @@ fn bad_input_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-scenario"));
 }
+
+#[test]
+fn lab_json_is_alert_lines_then_one_summary() {
+    if !common::require_root("lab_json_is_alert_lines_then_one_summary") {
+        return;
+    }
+    let out = bin()
+        .args(["lab", "--scenario", "rwnd-limited", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every stdout line is one JSON object"))
+        .collect();
+    let (summary, alerts) = lines.split_last().expect("a summary line");
+    assert!(alerts.iter().all(|a| a["type"] == "alert"));
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["scenario"], "rwnd-limited");
+    // The kernel's view of both sockets, read while they were open.
+    assert_eq!(
+        summary["ss"].as_array().unwrap().len(),
+        2,
+        "{}",
+        summary["ss"]
+    );
+    assert!(summary["report"]["events"].as_u64().unwrap() > 0);
+    assert_eq!(summary["report"]["events_lost"], 0);
+}

@@ -176,7 +176,7 @@ pub fn render_report(report: &Report) -> String {
             for stall in longest.into_iter().take(STALLS_SHOWN) {
                 let _ = writeln!(
                     out,
-                    "    {:.6}–{:.6} s ({:.1} ms): {} probes, {} sub-MSS segments, {} delivered",
+                    "    {:.6}–{:.6} s ({:.3} ms): {} probes, {} sub-MSS segments, {} delivered",
                     stall.start_ns as f64 / 1e9,
                     stall.end_ns as f64 / 1e9,
                     stall.duration_ns as f64 / 1e6,

@@ -83,8 +83,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         |ends| {
             // The kernel's own counters, read while both sockets are open.
             for netns in [&ends.sender_netns, &ends.receiver_netns] {
-                if let Ok(found) = ss::query(netns, ends.port()) {
-                    sockets.lock().unwrap().extend(found);
+                match ss::query(netns, ends.port()) {
+                    Ok(found) => sockets.lock().unwrap().extend(found),
+                    Err(err) => eprintln!("tenge-trace lab: ss in {netns}: {err:#}"),
                 }
             }
         },
@@ -123,7 +124,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     });
     let sockets = sockets.into_inner().unwrap();
     if args.json {
+        // Like watch --json: alert lines, then one summary line.
         let out = serde_json::json!({
+            "type": "summary",
             "scenario": scenario.map(|s| s.name()),
             "config": cfg,
             "transfer": run.transfer,
@@ -131,7 +134,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             "probe_plan": run.plan,
             "report": report,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{out}");
     } else {
         let t = &run.transfer;
         println!(
