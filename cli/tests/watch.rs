@@ -116,10 +116,14 @@ fn watch_alerts_within_a_second_and_once_per_stall() {
         .expect("summary line");
     let boot_offset_ns = TraceMeta::for_this_host().boot_offset_ns;
     let monotonic_ns = |unix_s: f64| (unix_s * 1e9) as i64 - boot_offset_ns;
-    let periods: Vec<(i64, i64)> = capture::zero_window_periods(&wire, transfer.receiver_addr)
-        .into_iter()
-        .map(|(start, end)| (monotonic_ns(start), monotonic_ns(end)))
-        .collect();
+    // The pathology as the issue defines a stall: the receiver's window below
+    // one MSS (8948 at MTU 9000 with timestamps) or at zero, on the wire.
+    assert!(!capture::zero_window_periods(&wire, transfer.receiver_addr).is_empty());
+    let periods: Vec<(i64, i64)> =
+        capture::window_below_periods(&wire, transfer.receiver_addr, 8948)
+            .into_iter()
+            .map(|(start, end)| (monotonic_ns(start), monotonic_ns(end)))
+            .collect();
     let alert_ts = |a: &Value| a["ts_ns"].as_i64().unwrap();
     for a in &alerts {
         eprintln!("{} {} {}", alert_ts(a), a["kind"], a["message"]);
@@ -127,7 +131,10 @@ fn watch_alerts_within_a_second_and_once_per_stall() {
     eprintln!("zero-window periods on the wire: {periods:?}");
     assert!(!periods.is_empty(), "the slow reader closes the window");
 
-    // The first alert: within a second of the first zero window (and not before it).
+    // The first alert: within a second of the first stall on the wire, and not
+    // before it (but for the slack of two clocks: the kernel's monotonic one
+    // for events, tcpdump's wall clock turned monotonic).
+    const SLACK_NS: i64 = 5_000_000;
     let first = alerts.iter().map(|a| alert_ts(a)).min().expect("an alert");
     let delay = first - periods[0].0;
     eprintln!(
@@ -135,12 +142,11 @@ fn watch_alerts_within_a_second_and_once_per_stall() {
         delay as f64 / 1e6
     );
     assert!(
-        (0..1_000_000_000).contains(&delay),
+        (-SLACK_NS..1_000_000_000).contains(&delay),
         "first alert {delay} ns after the stall began"
     );
 
-    // One sws_stall alert per zero-window period, raised during it.
-    const SLACK_NS: i64 = 5_000_000;
+    // One sws_stall alert per stall period, raised during it.
     let stall_alerts: Vec<i64> = alerts
         .iter()
         .filter(|a| a["kind"] == "sws_stall")
