@@ -11,6 +11,17 @@ use std::time::{Duration, Instant};
 /// failed assertion never leaves a tracer attached.
 struct Running(std::process::Child);
 
+impl Running {
+    fn spawn(cmd: &mut Command) -> Running {
+        Running(
+            cmd.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         if let Ok(None) = self.0.try_wait() {
@@ -29,12 +40,7 @@ fn interrupt_after(
     mut cmd: Command,
     after: Duration,
 ) -> (std::process::ExitStatus, String, String, u32) {
-    let mut running = Running(
-        cmd.stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut running = Running::spawn(&mut cmd);
     let child = &mut running.0;
     std::thread::sleep(after);
     // SAFETY: signalling our own child.
@@ -122,12 +128,7 @@ fn record_interrupted_writes_a_whole_file() {
     let file = std::env::temp_dir().join(format!("tt-sigint-{}.ttr", std::process::id()));
     let mut cmd = bin();
     cmd.args(["record", "-q", "--port", "1", "-o"]).arg(&file);
-    let mut running = Running(
-        cmd.stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut running = Running::spawn(&mut cmd);
     let child = &mut running.0;
     std::thread::sleep(Duration::from_millis(1500));
     let pid = child.id();
