@@ -18,9 +18,12 @@ pub enum Scenario {
     /// `__tcp_select_window()` rounds it down to 26844 = 3 × 8948, the
     /// paper's advertised window: 18% of the buffer can never be offered.
     /// (The SYN-ACK, at the initial 50% ratio, offers rounddown(18000, 8948)
-    /// = 17896.) Every window on the wire is an MSS multiple, except
-    /// never-shrink residuals after sub-MSS segments (64 KiB writes end in a
-    /// 2900-byte segment).
+    /// = 17896.) The soft cap `rcv_ssthresh` starts at that offer and grows
+    /// only while a segment arrives to a near-empty buffer, so from run to
+    /// run the windows settle at 17896 or 26844 with the same free space:
+    /// either way an MSS multiple, the rest of the space lost. Every window
+    /// on the wire is an MSS multiple, except never-shrink residuals after
+    /// sub-MSS segments (64 KiB writes end in a 2900-byte segment).
     MssClamp,
     /// Receiver-side silly window syndrome: window scaling off, `SO_RCVBUF`
     /// 65536, a slow reader (1 s without reads, then 1000 B every 50 ms). The
@@ -70,7 +73,7 @@ impl Scenario {
     pub fn description(self) -> &'static str {
         match self {
             Scenario::MssClamp => {
-                "MTU 9000, no window scaling, SO_RCVBUF 18000: ~33000 B free advertised as 26844 = 3 x 8948 (SC'03 3.5.1)"
+                "MTU 9000, no window scaling, SO_RCVBUF 18000: ~33000 B free advertised as 26844 = 3 x 8948 or 17896 (SC'03 3.5.1)"
             }
             Scenario::SwsStall => {
                 "no window scaling, SO_RCVBUF 65536, slow reader: zero windows, one-MSS reopenings, zero-window probes"

@@ -355,11 +355,17 @@ impl Flow {
         let cost = bps(lost, f64::from(self.srtt_us(peer))).map_or(String::new(), |b| {
             format!(", {} at srtt {} µs", rate(b), self.srtt_us(peer))
         });
-        let cause = match self.rx.last.map(|c| c.class) {
-            Some(WindowClass::Clamped65535) => {
+        let cause = match self.rx.last {
+            Some(c) if c.class == WindowClass::Clamped65535 => {
                 "the 65535 header clamp (no window scaling)".to_string()
             }
-            Some(WindowClass::WscaleAligned) => format!("alignment to 1 << {}", self.rx.rcv_wscale),
+            Some(c) if c.class == WindowClass::WscaleAligned => {
+                format!("alignment to 1 << {}", self.rx.rcv_wscale)
+            }
+            Some(c) if c.above_ssthresh > 0 => format!(
+                "rounding down to rcv_mss {} under the soft cap rcv_ssthresh {}",
+                self.rx.rcv_mss, c.selection.offerable
+            ),
             _ => format!("rounding down to rcv_mss {}", self.rx.rcv_mss),
         };
         let message = format!(

@@ -14,9 +14,13 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WindowClass {
-    /// `rcv_wscale == 0`: free space (after the `rcv_ssthresh` cap) rounded
-    /// down to `rcv_mss`, or an earlier such window kept while within one MSS
-    /// of it; bytes lost = that space − window.
+    /// `rcv_wscale == 0`: a whole number of `rcv_mss` below the free space:
+    /// the free space (after the `rcv_ssthresh` cap) rounded down to
+    /// `rcv_mss`, or an earlier such window kept while within one MSS of it.
+    /// Bytes lost = free space − window. Part of that may be the soft cap
+    /// `rcv_ssthresh`, which the kernel seeds from an MSS-rounded `rcv_wnd`
+    /// (at the handshake and when `window_clamp` grows) and which a fast
+    /// reader's buffer never lets grow again: counted apart as well.
     MssRounded,
     /// `rcv_wscale > 0`: free space aligned to `1 << wscale`.
     WscaleAligned,
@@ -28,7 +32,7 @@ pub enum WindowClass {
     NeverShrinkResidual,
     /// The 16-bit header cut the stored window to `65535 << wscale`.
     Clamped65535,
-    /// Nothing lost to rounding: the space was a whole number of MSS, or a
+    /// Nothing lost to rounding: the window is all the free space, or a
     /// scaled window was cut to `rcv_ssthresh` (the soft cap, grown by the kernel).
     Unconstrained,
 }
@@ -71,6 +75,8 @@ pub struct Classified {
     /// Free space the window did not offer because of rounding or the header
     /// clamp (not SWS zeros or residuals, which are deliberate).
     pub lost: u64,
+    /// The part of `lost` above the `rcv_ssthresh` cap (MSS-rounded windows).
+    pub above_ssthresh: u64,
 }
 
 /// How a recorded window compares with the recomputation.
@@ -103,18 +109,12 @@ fn classify(sel: &Selection) -> (WindowClass, u64) {
     } else if sel.proposed == 0 {
         (WindowClass::SwsZero, 0)
     } else {
-        // The rounding's own loss: from what it started from (after the
-        // rcv_ssthresh cap) to the window. A window kept by the hysteresis is
-        // the MSS rounding too: it stays while within one MSS of the space.
-        let rounding_loss = short_of(sel.offerable, sel.stored);
+        let lost = short_of(sel.free_space, sel.stored);
         match sel.rule {
-            Rule::MssRoundDown | Rule::KeptPrevious if rounding_loss > 0 => {
-                (WindowClass::MssRounded, rounding_loss)
-            }
-            Rule::WscaleAlign if !sel.capped => (
-                WindowClass::WscaleAligned,
-                short_of(sel.free_space, sel.stored),
-            ),
+            // A window kept by the hysteresis is the MSS rounding too: it
+            // stays while within one MSS of the space.
+            Rule::MssRoundDown | Rule::KeptPrevious if lost > 0 => (WindowClass::MssRounded, lost),
+            Rule::WscaleAlign if !sel.capped => (WindowClass::WscaleAligned, lost),
             _ => (WindowClass::Unconstrained, 0),
         }
     }
@@ -139,7 +139,11 @@ impl WindowClassifier {
 pub struct ReceiveWindow {
     pub advertised_count: u64,
     pub mss_rounded_count: u64,
+    /// Free space minus window, summed over MSS-rounded windows.
     pub mss_rounding_bytes_lost: u64,
+    /// Of those, the bytes of free space above `rcv_ssthresh`: the soft cap,
+    /// itself an earlier rounded window, kept them from the offer.
+    pub mss_rounding_bytes_above_ssthresh: u64,
     pub wscale_rounding_bytes_lost: u64,
     /// Stored minus sent, summed over `clamped_65535` windows.
     pub clamp_bytes_lost: u64,
@@ -280,6 +284,10 @@ impl ReceiverSide {
 
         let (class, lost) = classify(&selection);
         let free = selection.free_space.max(0) as u64;
+        let above_ssthresh = match class {
+            WindowClass::MssRounded => free.saturating_sub(selection.offerable.max(0) as u64),
+            _ => 0,
+        };
         let r = &mut self.report;
         r.advertised_count += 1;
         r.classes.count(class);
@@ -287,6 +295,7 @@ impl ReceiverSide {
             WindowClass::MssRounded => {
                 r.mss_rounded_count += 1;
                 r.mss_rounding_bytes_lost += lost;
+                r.mss_rounding_bytes_above_ssthresh += above_ssthresh;
             }
             WindowClass::WscaleAligned => r.wscale_rounding_bytes_lost += lost,
             WindowClass::Clamped65535 => {
@@ -319,6 +328,7 @@ impl ReceiverSide {
             header,
             free,
             lost,
+            above_ssthresh,
         };
         self.last = Some(classified);
         Some(classified)
@@ -449,26 +459,50 @@ mod tests {
             .on_window_adv(0, &mss_clamp_adv(58920, 1000, 53688), 8948)
             .unwrap();
         assert_eq!(
-            (c.class, c.lost, c.free),
-            (WindowClass::MssRounded, 58920 - 53688, 60328)
+            (c.class, c.lost, c.above_ssthresh, c.free),
+            (WindowClass::MssRounded, 60328 - 53688, 60328 - 58920, 60328)
         );
         assert_eq!(c.selection.rule, Rule::MssRoundDown);
         // The offer used up, same state: 53688 lies in (58920 − 8948, 58920], kept.
         let c = rx
             .on_window_adv(1, &mss_clamp_adv(58920, 1000 + 53688, 53688), 8948)
             .unwrap();
-        assert_eq!((c.class, c.lost), (WindowClass::MssRounded, 5232));
+        assert_eq!((c.class, c.lost), (WindowClass::MssRounded, 6640));
         assert_eq!(c.selection.rule, Rule::KeptPrevious);
-        // rcv_ssthresh 44740 = 5 · 8948: the cap decides, rounding loses nothing.
+        // rcv_ssthresh 44740 = 5 · 8948, the rounded window the kernel seeded
+        // it from: the cap decides and all 15588 B are above it.
         let c = rx
             .on_window_adv(2, &mss_clamp_adv(44740, 1000 + 2 * 53688, 44740), 8948)
             .unwrap();
-        assert_eq!((c.class, c.lost), (WindowClass::Unconstrained, 0));
-        let r = rx.report(3);
+        assert_eq!(
+            (c.class, c.lost, c.above_ssthresh),
+            (WindowClass::MssRounded, 15588, 15588)
+        );
+        // The cap grown to the free space: the rounding alone, none above the cap.
+        let c = rx
+            .on_window_adv(
+                3,
+                &mss_clamp_adv(60328, 1000 + 2 * 53688 + 44740, 53688),
+                8948,
+            )
+            .unwrap();
+        assert_eq!((c.lost, c.above_ssthresh), (6640, 0));
+        // 7264 B queued: free (66000 − 7264) · 234 >> 8 = 53688 = 6 · 8948, all offered.
+        let queued = tt_window_adv {
+            sk_rmem_alloc: 7264,
+            ..mss_clamp_adv(60328, 1000 + 3 * 53688 + 44740, 53688)
+        };
+        let c = rx.on_window_adv(4, &queued, 8948).unwrap();
+        assert_eq!(
+            (c.class, c.lost, c.free),
+            (WindowClass::Unconstrained, 0, 53688)
+        );
+        let r = rx.report(5);
         assert_eq!(
             (r.mss_rounded_count, r.mss_rounding_bytes_lost),
-            (2, 2 * 5232)
+            (4, 2 * 6640 + 15588 + 6640)
         );
+        assert_eq!(r.mss_rounding_bytes_above_ssthresh, 2 * 1408 + 15588);
         assert_eq!(r.model_mismatches, 0);
     }
 
