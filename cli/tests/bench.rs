@@ -1,27 +1,42 @@
-//! Smoke test of `tenge-trace bench`: the replay part (no root needed) runs
-//! end to end and writes valid JSON and Markdown. Numbers are not asserted:
-//! timing belongs in the benchmark, not in tests.
+//! Smoke tests of `tenge-trace bench`: the replay part (no root needed) and
+//! the kernel-cost part run end to end and write valid JSON and Markdown.
+//! Rates are not asserted: timing belongs in the benchmark, not in tests.
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::path::PathBuf;
 use std::process::Command;
 
-#[test]
-fn quick_replay_writes_json_and_markdown() {
-    let dir = std::env::temp_dir().join(format!("tt-bench-smoke-{}", std::process::id()));
+const BPFTRACE_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/equivalent.bt");
+
+/// Runs `tenge-trace bench --quick --only PART` into a scratch directory:
+/// the JSON results and the Markdown.
+fn quick_bench(part: &str) -> (serde_json::Value, String) {
+    let dir = std::env::temp_dir().join(format!("tt-bench-{part}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (json, md) = (dir.join("results.json"), dir.join("BENCHMARKS.md"));
+    let (json, md): (PathBuf, PathBuf) = (dir.join("results.json"), dir.join("BENCHMARKS.md"));
     let status = Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
-        .args(["bench", "--quick", "--only", "replay", "--json"])
+        .args(["bench", "--quick", "--only", part, "--json"])
         .arg(&json)
         .arg("--markdown")
         .arg(&md)
+        .args(["--bpftrace-script", BPFTRACE_SCRIPT])
         .status()
         .unwrap();
-    assert!(status.success());
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let markdown = std::fs::read_to_string(&md).unwrap();
+    let results = std::fs::read_to_string(&json);
+    let markdown = std::fs::read_to_string(&md);
     std::fs::remove_dir_all(&dir).unwrap();
+    assert!(status.success());
+    (
+        serde_json::from_str(&results.unwrap()).unwrap(),
+        markdown.unwrap(),
+    )
+}
 
+#[test]
+fn quick_replay_writes_json_and_markdown() {
+    let (results, markdown) = quick_bench("replay");
     let replay = &results["replay"];
     assert_eq!(replay["flows"], 10_000);
     // 10k flows × 2 segments: 2 state events, then per flow 8 + sendmsg
@@ -33,4 +48,41 @@ fn quick_replay_writes_json_and_markdown() {
     assert!(results["throughput"].is_null(), "only replay was asked for");
     assert!(markdown.contains("## Collector alone (replay)"));
     assert!(markdown.contains("| collector memory, 10k flows |"));
+}
+
+#[test]
+fn quick_kernel_cost_measures_each_probe_and_the_floor() {
+    if !common::require_root("quick_kernel_cost_measures_each_probe_and_the_floor") {
+        return;
+    }
+    let (results, markdown) = quick_bench("kernel-cost");
+    let cost = &results["kernel_cost"];
+    let backends = cost["backends"].as_array().unwrap();
+    assert_eq!(backends.len(), 2, "tp_btf and raw_tp");
+    for backend in backends {
+        let programs = backend["programs"].as_array().unwrap();
+        // The TX and RX packet probes all ran on the transfer.
+        for hook in [
+            "net:net_dev_queue",
+            "net:net_dev_start_xmit",
+            "tcp:tcp_probe",
+        ] {
+            let runs = programs
+                .iter()
+                .find(|p| p["hook"] == hook)
+                .map_or(0, |p| p["runs"].as_u64().unwrap());
+            assert!(runs > 0, "{} {hook}: no runs", backend["backend"]);
+        }
+        assert!(backend["events"].as_u64().unwrap() > 0);
+    }
+    // The emit floor reads the clock too, then reserves and submits a record.
+    let floor = &cost["floor"];
+    assert!(floor["runs"].as_u64().unwrap() > 0, "{floor}");
+    let (clock, emit) = (
+        floor["clock_ns"].as_f64().unwrap(),
+        floor["emit_ns"].as_f64().unwrap(),
+    );
+    assert!(clock > 0.0 && emit > clock, "{floor}");
+    assert!(markdown.contains("**The floor on this host**"));
+    assert!(markdown.contains("| in-kernel cost (TpBtf) |"));
 }

@@ -12,7 +12,7 @@ mod tracefs;
 
 pub use check::{check, Capabilities, CheckReport, HookCheck};
 pub use plan::{Backend, PlannedProbe, ProbePlan};
-pub use stats::{system_program_stats, BpfStatsEnabled, EmptyPrograms, ProgramStats};
+pub use stats::{system_program_stats, BpfStatsEnabled, ProgramStats, ReferencePrograms};
 pub use tracefs::{ensure as mount_tracefs, TracefsMount};
 
 use crate::abi::tt_kind;

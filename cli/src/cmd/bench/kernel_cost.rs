@@ -12,11 +12,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use tenge_trace::lab::{Lab, LabConfig};
 use tenge_trace::probe::{
-    system_program_stats, Backend, BpfStatsEnabled, EmptyPrograms, Filters, ProgramStats,
+    system_program_stats, Backend, BpfStatsEnabled, Filters, ProgramStats, ReferencePrograms,
     TracerOptions,
 };
 
 const PORT: u16 = 15301;
+/// Where the floor is measured: one run per packet at the receiver.
+const FLOOR_HOOK: &str = "net:netif_receive_skb";
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProgramCost {
@@ -51,6 +53,26 @@ pub struct KernelCost {
     pub bpftrace_ns_per_run: Option<f64>,
     pub bpftrace_added_ns_per_run: Option<f64>,
     pub bpftrace_runs: u64,
+    /// Absent in results from before it was measured.
+    #[serde(default)]
+    pub floor: Option<EmitFloor>,
+}
+
+/// What one event costs any ring-buffer tracer on this host before it reads
+/// anything, measured beside the tp_btf probes during their transfer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EmitFloor {
+    pub hook: String,
+    pub runs: u64,
+    pub empty_ns_per_run: f64,
+    /// `bpf_ktime_get_ns()` alone, above the empty program.
+    pub clock_ns: f64,
+    /// A packet record reserved, stamped (clock, CPU) and submitted, above
+    /// the empty program.
+    pub emit_ns: f64,
+    pub record_bytes: u64,
+    /// Records that found the floor's ring full (then the emit is underestimated).
+    pub lost: u64,
 }
 
 pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<KernelCost> {
@@ -65,6 +87,7 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
     let _stats = BpfStatsEnabled::enable()?;
     let mut backends = Vec::new();
     let mut empty_mean = Vec::new();
+    let mut floor = None;
     for backend in [Backend::TpBtf, Backend::RawTp] {
         super::check_interrupted()?;
         eprintln!("bench: kernel cost, {backend:?} programs");
@@ -77,9 +100,15 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
             ..TracerOptions::default()
         };
         let session = TracedSession::start(options, scratch.join("kernel-cost.ttr"))?;
-        let empty = EmptyPrograms::attach(session.hooks().iter().map(String::as_str))?;
+        let empty = ReferencePrograms::empty(session.hooks().iter().map(String::as_str))?;
+        let floor_programs = (backend == Backend::TpBtf)
+            .then(|| ReferencePrograms::floor(FLOOR_HOOK))
+            .transpose()?;
         timed_transfer(&lab, &cfg, seconds)?;
         let empty_stats = empty.stats()?;
+        if let Some(programs) = floor_programs {
+            floor = emit_floor(&programs, &empty_stats)?;
+        }
         let end = session.stop()?;
         let cost = backend_cost(backend, &end.programs, &empty_stats, end.stats.events);
         empty_mean.push(mean_ns(&empty_stats));
@@ -111,7 +140,31 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
         bpftrace_ns_per_run: bpftrace_ns,
         bpftrace_added_ns_per_run: bpftrace_ns.zip(empty).map(|(b, e)| b - e),
         bpftrace_runs: runs,
+        floor,
     })
+}
+
+fn emit_floor(programs: &ReferencePrograms, empty: &[ProgramStats]) -> Result<Option<EmitFloor>> {
+    let stats = programs.stats()?;
+    let named = |name: &str| stats.iter().find(|s| s.program == name);
+    let base = empty.iter().find(|s| s.hook == FLOOR_HOOK);
+    let (Some(base), Some(clock), Some(emit), Some(runs)) = (
+        base.and_then(ProgramStats::ns_per_run),
+        named("floor_clock").and_then(ProgramStats::ns_per_run),
+        named("floor_emit").and_then(ProgramStats::ns_per_run),
+        named("floor_emit").map(|s| s.run_cnt),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(EmitFloor {
+        hook: FLOOR_HOOK.into(),
+        runs,
+        empty_ns_per_run: base,
+        clock_ns: clock - base,
+        emit_ns: emit - base,
+        record_bytes: std::mem::size_of::<tenge_trace::abi::tt_ev_pkt>() as u64,
+        lost: programs.lost()?,
+    }))
 }
 
 fn mean_ns(stats: &[ProgramStats]) -> Option<f64> {

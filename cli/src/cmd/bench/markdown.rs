@@ -75,6 +75,28 @@ pub fn render(r: &Results) -> String {
             );
         }
         md.push('\n');
+        if let Some(f) = &k.floor {
+            let _ =
+                writeln!(
+                md,
+                "**The floor on this host**, measured beside the tp_btf probes on {} during the \
+                 same transfer ({} runs): the clock read every event carries costs **{:.0} ns**, \
+                 and a {}-byte record reserved, stamped and submitted (nothing read from the \
+                 kernel) **{:.0} ns**, above the empty program's {:.0} ns{}. No ring-buffer \
+                 tracer spends less per event here.\n",
+                f.hook,
+                f.runs,
+                f.clock_ns,
+                f.record_bytes,
+                f.emit_ns,
+                f.empty_ns_per_run,
+                if f.lost > 0 {
+                    format!(" ({} records found the ring full: the emit is underestimated)", f.lost)
+                } else {
+                    String::new()
+                }
+            );
+        }
     }
     if let Some(rate) = &r.max_rate {
         let _ = writeln!(
@@ -343,15 +365,17 @@ the ratio ranges overlap (marked above) the difference is within this shared VM'
 bpftrace on the same hooks is 3 to 10 times slower in every workload. What would close it: \
 the remedies for full and sampled mode.";
 
-const WHY_KERNEL: &str = "The floor is the emit path itself: net_dev_xmit, which \
-reads nothing and only copies a stashed record, costs about as much as the per-event goal \
-(ring reserve with its spinlock, the clock read, submit; in this VM a helper call costs tens \
-of ns). On top, packet probes probe-read the IP/TCP headers and skb_shinfo (tp_btf gives no \
-typed pointer into packet data, and aya 0.14 cannot link the bpf_rdonly_cast kfunc that \
-would), and window_adv copies its tcp_sock span (skb->sk is an RCU pointer that \
-bpf_skc_to_tcp_sock refuses). What would close it: kfunc-typed reads once aya links kfuncs, \
-fewer records per packet (dev_xmit could be folded into dev_start_xmit), and a bare-metal \
-host, where the clock and helper calls cost a fraction of this VM's.";
+const WHY_KERNEL: &str = "The goal is the floor of this host (measured above, \
+\"The floor on this host\"): the clock read and one ring record reserved, stamped and \
+submitted cost about 100 ns before a probe reads anything, so no probe that emits a record \
+per event can add less here. Above the floor, packet probes probe-read the IP/TCP headers \
+and skb_shinfo (tp_btf gives no typed pointer into packet data, and aya 0.14 cannot link \
+the bpf_rdonly_cast kfunc that would), socket probes look up the flow (addresses, ports, \
+netns, cookie) for the filters, and window_adv copies its tcp_sock span (skb->sk is an RCU \
+pointer that bpf_skc_to_tcp_sock refuses). What would close it: fewer records per packet \
+(dev_xmit folded into dev_start_xmit; several events batched into one ring record per CPU), \
+kfunc-typed reads once aya links kfuncs, and a bare-metal host, where the clock and the \
+ring's atomics cost a fraction of this VM's.";
 
 const WHY_RATE: &str = "When a step loses events while the collector thread uses far \
 less than a whole core (its CPU column), the collector was not out of CPU but waiting for one: \
