@@ -275,8 +275,9 @@ fn lab_json_is_alert_lines_then_one_summary() {
     assert_eq!(
         summary["ss"].as_array().unwrap().len(),
         2,
-        "{}",
-        summary["ss"]
+        "{}\n{}",
+        summary["ss"],
+        String::from_utf8_lossy(&out.stderr)
     );
     assert!(summary["report"]["events"].as_u64().unwrap() > 0);
     assert_eq!(summary["report"]["events_lost"], 0);

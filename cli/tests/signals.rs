@@ -35,17 +35,42 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
 }
 
-/// Runs `cmd`, sends SIGINT after `after`; returns its status, stdout, stderr and pid.
-fn interrupt_after(
-    mut cmd: Command,
-    after: Duration,
-) -> (std::process::ExitStatus, String, String, u32) {
+/// What an interrupted child left.
+struct Interrupted {
+    status: std::process::ExitStatus,
+    out: String,
+    err: String,
+    pid: u32,
+    /// The BPF links it held when it was signalled.
+    links: Vec<u64>,
+}
+
+/// Runs `cmd` and sends it SIGINT once `after` has passed and it holds at
+/// least `min_links` BPF links, the same for 200 ms (done attaching; it must
+/// get there within 20 s).
+fn interrupt_after(mut cmd: Command, after: Duration, min_links: usize) -> Interrupted {
     let mut running = Running::spawn(&mut cmd);
     let child = &mut running.0;
+    let pid = child.id();
     std::thread::sleep(after);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    let links = loop {
+        let links = links_of(pid);
+        if links.len() >= min_links && links == seen {
+            break links;
+        }
+        seen = links;
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "exited holding {} links",
+            seen.len()
+        );
+        assert!(Instant::now() < deadline, "{} links after 20 s", seen.len());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
@@ -66,24 +91,42 @@ fn interrupt_after(
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    (status, out, err, child.id())
+    Interrupted {
+        status,
+        out,
+        err,
+        pid,
+        links,
+    }
 }
 
-/// The tests here watch the kernel's BPF links as a whole: one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The ids of the BPF links process `pid` holds (`link_id:` in its fds'
+/// fdinfo): other processes tracing at the same time do not count.
+fn links_of(pid: u32) -> Vec<u64> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return Vec::new();
+    };
+    fds.filter_map(|fd| std::fs::read_to_string(fd.ok()?.path()).ok())
+        .filter_map(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("link_id:"))
+                .and_then(|id| id.trim().parse().ok())
+        })
+        .collect()
+}
 
-/// The ids of the BPF links that exist now.
-fn link_ids() -> Vec<u64> {
+/// Those of `links` that still exist.
+fn still_there(links: &[u64]) -> Vec<u64> {
     let out = Command::new("bpftool")
         .args(["link", "list", "-j"])
         .output()
         .unwrap();
-    let links: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    links
-        .as_array()
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    all.as_array()
         .into_iter()
         .flatten()
         .filter_map(|l| l["id"].as_u64())
+        .filter(|id| links.contains(id))
         .collect()
 }
 
@@ -92,30 +135,26 @@ fn lab_interrupted_reports_and_cleans_up() {
     if !common::require_root("lab_interrupted_reports_and_cleans_up") {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let before = link_ids();
     let mut cmd = bin();
     cmd.args(["lab", "--scenario", "sws-stall"]);
     // The scenario's reader pauses 1 s, then sips for 2 s: interrupt it mid-stall.
-    let (status, out, err, pid) = interrupt_after(cmd, Duration::from_millis(2500));
-    assert!(status.success(), "exit {status}: {err}");
-    assert!(out.contains("(interrupted)"), "{out}");
+    let run = interrupt_after(cmd, Duration::from_millis(2500), 1);
+    assert!(run.status.success(), "exit {}: {}", run.status, run.err);
+    assert!(run.out.contains("(interrupted)"), "{}", run.out);
     assert!(
-        out.contains("WINDOWS AND LIMITS"),
-        "a report is printed: {out}"
+        run.out.contains("WINDOWS AND LIMITS"),
+        "a report is printed: {}",
+        run.out
     );
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(
         !String::from_utf8_lossy(&ns.stdout)
             .lines()
-            .any(|l| l.starts_with(&format!("tt-{pid}-"))),
+            .any(|l| l.starts_with(&format!("tt-{}-", run.pid))),
         "namespaces left behind"
     );
-    let after = link_ids();
-    assert!(
-        after.iter().all(|id| before.contains(id)),
-        "links left behind: {before:?} -> {after:?}"
-    );
+    let left = still_there(&run.links);
+    assert!(left.is_empty(), "links left behind: {left:?}");
 }
 
 #[test]
@@ -123,40 +162,14 @@ fn record_interrupted_writes_a_whole_file() {
     if !common::require_root("record_interrupted_writes_a_whole_file") {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let before = link_ids();
     let file = std::env::temp_dir().join(format!("tt-sigint-{}.ttr", std::process::id()));
     let mut cmd = bin();
     cmd.args(["record", "-q", "--port", "1", "-o"]).arg(&file);
-    let mut running = Running::spawn(&mut cmd);
-    let child = &mut running.0;
-    std::thread::sleep(Duration::from_millis(1500));
-    let pid = child.id();
-    let ours: Vec<u64> = link_ids()
-        .into_iter()
-        .filter(|id| !before.contains(id))
-        .collect();
-    assert!(
-        ours.len() >= 10,
-        "the recorder attached {} BPF links",
-        ours.len()
-    );
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(pid as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(status.success(), "{err}");
-    assert!(err.contains("(interrupted)"), "{err}");
-    let left: Vec<u64> = link_ids()
-        .into_iter()
-        .filter(|id| ours.contains(id))
-        .collect();
+    // Every probe attached: one link per hook, a dozen or more.
+    let run = interrupt_after(cmd, Duration::from_millis(200), 10);
+    assert!(run.status.success(), "{}", run.err);
+    assert!(run.err.contains("(interrupted)"), "{}", run.err);
+    let left = still_there(&run.links);
     assert!(left.is_empty(), "links left behind: {left:?}");
     let mut reader = tenge_trace::trace_file::TraceReader::open(&file).unwrap();
     let summary = reader.for_each(|_| {}).unwrap();
