@@ -20,6 +20,20 @@ fn recorded_windows_match_the_wire_and_mss_matches_ss() {
     if !common::require_root("recorded_windows_match_the_wire_and_mss_matches_ss") {
         return;
     }
+    // MTU 9000 with timestamps: 9000 - 20 (IPv4) - 20 (TCP) - 12.
+    windows_match_the_wire_and_mss_matches_ss(false, 8948);
+}
+
+#[test]
+fn ipv6_windows_match_the_wire_and_mss_matches_ss() {
+    if !common::require_root("ipv6_windows_match_the_wire_and_mss_matches_ss") {
+        return;
+    }
+    // 9000 - 40 (IPv6) - 20 (TCP) - 12.
+    windows_match_the_wire_and_mss_matches_ss(true, 8928);
+}
+
+fn windows_match_the_wire_and_mss_matches_ss(ipv6: bool, mss: u32) {
     // The case: MTU 9000, window scaling off, a 33000-byte receive buffer;
     // a reader that pauses, then sips, so the window closes and reopens.
     let cfg = LabConfig {
@@ -33,10 +47,15 @@ fn recorded_windows_match_the_wire_and_mss_matches_ss() {
             reads: 30,
         },
         bytes: 8 << 20,
+        ipv6,
         ..LabConfig::default()
     };
     let lab = Lab::new(&cfg).unwrap();
-    let pcap = std::env::temp_dir().join(format!("tt-core-lab-{}.pcap", std::process::id()));
+    let pcap = std::env::temp_dir().join(format!(
+        "tt-core-lab-{}-{}.pcap",
+        std::process::id(),
+        if ipv6 { "v6" } else { "v4" }
+    ));
     let capture = lab.capture_receiver(&pcap).unwrap();
 
     let events = Mutex::new(Vec::new());
@@ -79,6 +98,7 @@ fn recorded_windows_match_the_wire_and_mss_matches_ss() {
     );
 
     let (sender, receiver) = ends.into_inner().unwrap().unwrap();
+    assert_eq!(receiver.ip(), lab.receiver_addr(ipv6));
     let events = events.into_inner().unwrap();
     let local = |ev: &Event, addr: SocketAddr| ev.src() == Some(addr);
 
@@ -147,8 +167,8 @@ fn recorded_windows_match_the_wire_and_mss_matches_ss() {
         "receiver advmss vs ss advmss"
     );
     assert_eq!(Some(tx.mss_cache), ss_tx.mss, "sender mss_cache vs ss mss");
-    // And the numbers are the ones MTU 9000 with timestamps implies: 9000 - 20 - 20 - 12.
-    assert_eq!(rx.rcv_mss, 8948);
+    // And the numbers are the ones MTU 9000 with timestamps implies.
+    assert_eq!((rx.rcv_mss, tx.mss_cache), (mss, mss));
 }
 
 #[test]

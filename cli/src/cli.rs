@@ -216,6 +216,9 @@ pub struct LabArgs {
     /// Bytes to transfer.
     #[arg(long, value_name = "N")]
     pub bytes: Option<u64>,
+    /// Transfer over IPv6 (fd74:7400::/48) instead of IPv4 (198.18.0.0/15).
+    #[arg(long)]
+    pub ipv6: bool,
     /// Also keep the recording.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,

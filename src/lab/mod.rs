@@ -44,7 +44,7 @@ pub use transfer::{tcp_info, TcpInfoSnapshot, TransferEnds, TransferReport};
 use anyhow::{Context, Result};
 use netns::run;
 use serde::{Deserialize, Serialize};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -58,6 +58,8 @@ pub const RECEIVER_IFACE: &str = "veth-rcv";
 const LAB_NET: u32 = u32::from_be_bytes([198, 18, 0, 0]);
 const LAB_SLOTS: u32 = (1 << 17) / 4;
 const PREFIX_LEN: u8 = 30;
+/// fd74:7400::/48, a unique local prefix ("tt"), one /64 per lab slot.
+const LAB_NET6: u128 = 0xfd74_7400_0000 << 80;
 
 static NEXT_LAB_ID: AtomicU32 = AtomicU32::new(0);
 
@@ -153,6 +155,9 @@ pub struct LabConfig {
     pub nodelay: bool,
     /// Receiver port; 0 picks a free one.
     pub port: u16,
+    /// The transfer over IPv6 (the lab has both families' addresses).
+    #[serde(default)]
+    pub ipv6: bool,
 }
 
 impl Default for LabConfig {
@@ -175,6 +180,7 @@ impl Default for LabConfig {
             write_size: 64 << 10,
             nodelay: false,
             port: 0,
+            ipv6: false,
         }
     }
 }
@@ -187,6 +193,8 @@ pub struct Lab {
     receiver: Netns,
     sender_ip: Ipv4Addr,
     receiver_ip: Ipv4Addr,
+    sender_ip6: Ipv6Addr,
+    receiver_ip6: Ipv6Addr,
     mtu: u32,
 }
 
@@ -196,7 +204,9 @@ impl Lab {
         // Each Netns is removed by its own Drop if a later step fails.
         let sender = Netns::create(&format!("{id}-a"))?;
         let receiver = Netns::create(&format!("{id}-b"))?;
-        let (sender_ip, receiver_ip) = lab_addresses(std::process::id(), id);
+        let slot = lab_slot(std::process::id(), id);
+        let (sender_ip, receiver_ip) = lab_addresses(slot);
+        let (sender_ip6, receiver_ip6) = lab_addresses6(slot);
         let mtu = cfg.mtu.to_string();
         run(Command::new("ip").args([
             "link",
@@ -217,12 +227,15 @@ impl Lab {
             &mtu,
         ]))
         .context("creating the veth pair")?;
-        for (ns, iface, ip) in [
-            (&sender, SENDER_IFACE, sender_ip),
-            (&receiver, RECEIVER_IFACE, receiver_ip),
+        for (ns, iface, ip, ip6) in [
+            (&sender, SENDER_IFACE, sender_ip, sender_ip6),
+            (&receiver, RECEIVER_IFACE, receiver_ip, receiver_ip6),
         ] {
             let cidr = format!("{ip}/{PREFIX_LEN}");
             run(ip_in(ns).args(["addr", "add", &cidr, "dev", iface]))?;
+            // nodad: usable at once, not after duplicate address detection.
+            let cidr6 = format!("{ip6}/64");
+            run(ip_in(ns).args(["-6", "addr", "add", &cidr6, "dev", iface, "nodad"]))?;
             run(ip_in(ns).args(["link", "set", iface, "up"]))?;
             run(ip_in(ns).args(["link", "set", "lo", "up"]))?;
         }
@@ -249,6 +262,8 @@ impl Lab {
             receiver,
             sender_ip,
             receiver_ip,
+            sender_ip6,
+            receiver_ip6,
             mtu: cfg.mtu,
         };
         lab.apply_sysctls(cfg)?;
@@ -299,6 +314,24 @@ impl Lab {
         self.receiver_ip
     }
 
+    /// The sender's address of one family.
+    pub fn sender_addr(&self, ipv6: bool) -> IpAddr {
+        if ipv6 {
+            self.sender_ip6.into()
+        } else {
+            self.sender_ip.into()
+        }
+    }
+
+    /// The receiver's address of one family.
+    pub fn receiver_addr(&self, ipv6: bool) -> IpAddr {
+        if ipv6 {
+            self.receiver_ip6.into()
+        } else {
+            self.receiver_ip.into()
+        }
+    }
+
     pub fn sender_iface(&self) -> &'static str {
         SENDER_IFACE
     }
@@ -330,13 +363,23 @@ fn ip_in(ns: &Netns) -> Command {
     command
 }
 
-/// The lab's /30 inside 198.18.0.0/15: distinct for every lab of a process,
-/// and spread by pid so labs of parallel processes rarely share one (flows
-/// seen by a tracer across namespaces then stay apart).
-fn lab_addresses(pid: u32, id: u32) -> (Ipv4Addr, Ipv4Addr) {
-    let slot = pid.wrapping_mul(64).wrapping_add(id) % LAB_SLOTS;
+/// The lab's slot: distinct for every lab of a process, and spread by pid
+/// so labs of parallel processes rarely share one (flows seen by a tracer
+/// across namespaces then stay apart).
+fn lab_slot(pid: u32, id: u32) -> u32 {
+    pid.wrapping_mul(64).wrapping_add(id) % LAB_SLOTS
+}
+
+/// The slot's /30 inside 198.18.0.0/15: hosts .1 and .2.
+fn lab_addresses(slot: u32) -> (Ipv4Addr, Ipv4Addr) {
     let net = LAB_NET + slot * 4;
     (Ipv4Addr::from(net + 1), Ipv4Addr::from(net + 2))
+}
+
+/// The slot's /64 inside fd74:7400::/48: hosts ::1 and ::2.
+fn lab_addresses6(slot: u32) -> (Ipv6Addr, Ipv6Addr) {
+    let net = LAB_NET6 | u128::from(slot) << 64;
+    (Ipv6Addr::from(net + 1), Ipv6Addr::from(net + 2))
 }
 
 /// `Duration` as seconds in JSON.
@@ -360,17 +403,23 @@ mod tests {
 
     #[test]
     fn lab_addresses_stay_in_the_benchmark_range_and_differ_per_lab() {
-        let (a, b) = lab_addresses(1234, 0);
+        let (a, b) = lab_addresses(lab_slot(1234, 0));
         assert!(in_benchmark_range(a) && in_benchmark_range(b));
         assert_eq!(u32::from(b) - u32::from(a), 1);
         // Same /30, host parts .1 and .2.
         assert_eq!(u32::from(a) & 3, 1);
         let mut seen = std::collections::BTreeSet::new();
         for id in 0..LAB_SLOTS {
-            assert!(seen.insert(lab_addresses(u32::MAX - 7, id).0));
+            assert!(seen.insert(lab_addresses(lab_slot(u32::MAX - 7, id)).0));
         }
-        let (last, _) = lab_addresses(u32::MAX, u32::MAX);
+        let (last, _) = lab_addresses(lab_slot(u32::MAX, u32::MAX));
         assert!(in_benchmark_range(last));
+        // IPv6: the same slot in the fourth group of fd74:7400::/48.
+        let (a6, b6) = lab_addresses6(0x1a2b);
+        assert_eq!(a6, "fd74:7400:0:1a2b::1".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(b6, "fd74:7400:0:1a2b::2".parse::<Ipv6Addr>().unwrap());
+        let (last6, _) = lab_addresses6(LAB_SLOTS - 1);
+        assert_eq!(last6.segments()[..3], [0xfd74, 0x7400, 0]);
     }
 
     fn in_benchmark_range(ip: Ipv4Addr) -> bool {

@@ -5,7 +5,6 @@
 use super::{Lab, LabConfig, TransferEnds, TransferReport};
 use crate::collector::{CollectStats, Collector};
 use crate::probe::{Filters, ProbePlan, Tracer, TracerOptions};
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -32,7 +31,7 @@ pub fn run_traced(
     hold: impl FnOnce(&TransferEnds) + Send,
 ) -> anyhow::Result<TracedRun> {
     options.filters = Filters {
-        addr: Some(IpAddr::V4(lab.receiver_ip())),
+        addr: Some(lab.receiver_addr(cfg.ipv6)),
         ..options.filters
     };
     let mut tracer = Tracer::start(&options)?;

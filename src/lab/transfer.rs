@@ -7,7 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{ErrorKind, Read, Write};
 use std::mem::size_of;
-use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -189,7 +189,7 @@ impl Lab {
             user: stop,
             failed: AtomicBool::new(false),
         };
-        let listen_addr = SocketAddrV4::new(self.receiver_ip(), cfg.port);
+        let listen_addr = SocketAddr::new(self.receiver_addr(cfg.ipv6), cfg.port);
         let flags = &flags;
         let (received, sent) = std::thread::scope(|s| {
             let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -256,21 +256,21 @@ fn join<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
     handle.join().unwrap_or_else(|panic| resume_unwind(panic))
 }
 
-fn listen(addr: SocketAddrV4, rcvbuf: Option<u32>) -> Result<TcpListener> {
-    let fd = tcp_socket()?;
+fn listen(addr: SocketAddr, rcvbuf: Option<u32>) -> Result<TcpListener> {
+    let fd = tcp_socket(addr)?;
     set_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     // Before listen(): the SYN-ACK's window and scale come from it, and the
     // accepted socket inherits it (locked, so autotuning leaves it alone).
     if let Some(size) = rcvbuf {
         set_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, size)?;
     }
-    let sa = sockaddr_in(addr);
-    // SAFETY: sa is a valid sockaddr_in of the given length.
+    let (sa, len) = raw_sockaddr(addr);
+    // SAFETY: sa holds a valid sockaddr of length len.
     let rc = unsafe {
         libc::bind(
             fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_in).cast(),
-            size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            (&sa as *const libc::sockaddr_storage).cast(),
+            len,
         )
     };
     if rc != 0 {
@@ -365,10 +365,7 @@ impl Reading {
 }
 
 fn send(to: SocketAddr, cfg: &LabConfig, flags: &StopFlags) -> Result<Sent> {
-    let SocketAddr::V4(to) = to else {
-        bail!("the lab is IPv4 only");
-    };
-    let fd = tcp_socket()?;
+    let fd = tcp_socket(to)?;
     let raw = fd.as_raw_fd();
     if let Some(size) = cfg.sndbuf {
         set_opt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, size)?;
@@ -393,15 +390,9 @@ fn send(to: SocketAddr, cfg: &LabConfig, flags: &StopFlags) -> Result<Sent> {
         )
         .with_context(|| format!("congestion control {name}"))?;
     }
-    let sa = sockaddr_in(to);
-    // SAFETY: sa is a valid sockaddr_in of the given length.
-    let rc = unsafe {
-        libc::connect(
-            raw,
-            (&sa as *const libc::sockaddr_in).cast(),
-            size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
+    let (sa, len) = raw_sockaddr(to);
+    // SAFETY: sa holds a valid sockaddr of length len.
+    let rc = unsafe { libc::connect(raw, (&sa as *const libc::sockaddr_storage).cast(), len) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error()).context(format!("connect {to}"));
     }
@@ -452,9 +443,14 @@ fn wait_readable(fd: RawFd, timeout: Duration) {
     unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as libc::c_int) };
 }
 
-fn tcp_socket() -> Result<OwnedFd> {
+/// A TCP socket of `addr`'s family.
+fn tcp_socket(addr: SocketAddr) -> Result<OwnedFd> {
+    let family = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
     // SAFETY: plain socket(2); the fd is owned right away.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error()).context("socket");
     }
@@ -496,15 +492,42 @@ fn get_opt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &mut T) -
     Ok(len as usize)
 }
 
-fn sockaddr_in(addr: SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: addr.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*addr.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
-    }
+/// `addr` as bind(2) and connect(2) take it: a `sockaddr_in` or
+/// `sockaddr_in6` in a `sockaddr_storage`, and its length.
+fn raw_sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all zeroes is a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let target = &mut storage as *mut libc::sockaddr_storage;
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr.
+            unsafe { std::ptr::write(target.cast(), sin) };
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above.
+            unsafe { std::ptr::write(target.cast(), sin6) };
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
 }
 
 /// `struct tcp_info` of linux/tcp.h (6.18) up to `tcpi_rcv_wnd`; older

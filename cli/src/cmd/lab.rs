@@ -30,8 +30,8 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "tenge-trace lab: {} — {} → {} over veth, MTU {}, {} bytes, window scaling {}, rcvbuf {}, {} reader",
             scenario.map_or("custom", |s| s.name()),
-            lab.sender_ip(),
-            lab.receiver_ip(),
+            lab.sender_addr(cfg.ipv6),
+            lab.receiver_addr(cfg.ipv6),
             cfg.mtu,
             cfg.bytes,
             if cfg.window_scaling { "on" } else { "off" },
@@ -189,5 +189,6 @@ fn config(scenario: Option<Scenario>, args: &LabArgs) -> LabConfig {
     if let Some(bytes) = args.bytes {
         cfg.bytes = bytes;
     }
+    cfg.ipv6 |= args.ipv6;
     cfg
 }
