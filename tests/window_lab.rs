@@ -35,8 +35,9 @@ struct Run {
     /// The receiving socket's `window_adv` events, in order.
     receiver_windows: Vec<tt_window_adv>,
     wire: Vec<WireSegment>,
-    /// `ss -ti` of the sender while both sockets were open.
+    /// `ss -ti` of each end while both sockets were open.
     sender_ss: ss::SsSocket,
+    receiver_ss: ss::SsSocket,
 }
 
 impl Run {
@@ -76,7 +77,7 @@ fn traced_run(cfg: &LabConfig, tag: &str) -> Run {
     let mut analysis = Analysis::new(AnalysisConfig::default());
     let mut alerts = Vec::new();
     let mut windows: Vec<(SocketAddr, tt_window_adv)> = Vec::new();
-    let sender_ss = Mutex::new(None);
+    let ends_ss = Mutex::new(None);
     let run = run_traced(
         &lab,
         cfg,
@@ -91,8 +92,8 @@ fn traced_run(cfg: &LabConfig, tag: &str) -> Run {
         },
         |_| {},
         |ends| {
-            let found = ss::query(&ends.sender_netns, ends.port()).unwrap();
-            *sender_ss.lock().unwrap() = found.into_iter().next();
+            let first = |netns| ss::query(netns, ends.port()).unwrap().into_iter().next();
+            *ends_ss.lock().unwrap() = first(&ends.sender_netns).zip(first(&ends.receiver_netns));
         },
     )
     .unwrap();
@@ -103,6 +104,10 @@ fn traced_run(cfg: &LabConfig, tag: &str) -> Run {
     let lost: u64 = run.stats.lost.iter().sum();
     assert_eq!(lost, 0, "events lost");
     let receiver = run.transfer.receiver_addr;
+    let (sender_ss, receiver_ss) = ends_ss
+        .into_inner()
+        .unwrap()
+        .expect("ss found both sockets");
     Run {
         report: analysis.finish(Provenance {
             kernel_release: String::new(),
@@ -116,24 +121,25 @@ fn traced_run(cfg: &LabConfig, tag: &str) -> Run {
             .map(|(_, w)| w)
             .collect(),
         wire,
-        sender_ss: sender_ss
-            .into_inner()
-            .unwrap()
-            .expect("ss found the sender"),
+        sender_ss,
+        receiver_ss,
         transfer: run.transfer,
     }
 }
 
-/// Every lab flow is explained by the kernel's formulas.
+/// Every lab flow is explained by the kernel's formulas. One window may go
+/// unverified: a passive end's SYN-ACK is sent by its request socket, which
+/// the probes skip, and the first ACK after it may keep that unseen offer.
 fn assert_model_holds(run: &Run) {
     assert_eq!(run.report.model_mismatches, 0);
     for f in &run.report.flows {
         let r = &f.window.receive;
-        assert_eq!(
-            (r.model_mismatches, r.model_unverified),
-            (0, 0),
-            "{}",
-            f.src
+        assert!(
+            r.model_mismatches == 0 && r.model_unverified <= 1,
+            "{}: {} mismatches, {} unverified",
+            f.src,
+            r.model_mismatches,
+            r.model_unverified
         );
     }
 }
@@ -218,6 +224,54 @@ fn mss_clamp_windows_match_the_wire() {
     );
     assert!(r.mss_rounding_bytes_lost > 0);
     assert!(r.rounding_loss_fraction > 0.0);
+}
+
+/// (a') The paper's compounded loss: the sender's MSS is 8960 (no
+/// timestamps), but MSG_EOR keeps every segment to one 8948-byte write, so the
+/// receiver's estimate is 8948. A window rounded to 8948 multiples is filled
+/// only in whole 8960-byte segments: 26844 → 17920, as in SC'03. (Which
+/// windows a run shows depends on rcv_ssthresh, as in mss-clamp; every one
+/// is checked against the kernel's formulas.)
+#[test]
+fn mss_mismatch_compounds_the_rounding() {
+    if !common::require_root("mss_mismatch_compounds_the_rounding") {
+        return;
+    }
+    let _serial = serial();
+    let run = traced_run(&Scenario::MssMismatch.config(), "mss-mismatch");
+    assert!(run.transfer.completed);
+    assert_model_holds(&run);
+    // The kernel's own MSS values.
+    assert_eq!(run.sender_ss.mss, Some(8960), "9000 - 20 - 20");
+    assert_eq!(
+        run.receiver_ss.rcvmss,
+        Some(8948),
+        "the largest segment seen"
+    );
+    // The wire: no segment carries more than one write.
+    let data: Vec<u32> = run
+        .wire
+        .iter()
+        .filter(|s| s.src == run.transfer.sender_addr && s.len > 0)
+        .map(|s| s.len)
+        .collect();
+    assert_eq!(data.iter().max(), Some(&8948));
+    let flow = run.sender();
+    assert_eq!(
+        (
+            flow.mss.sender,
+            flow.mss.receiver_estimate,
+            flow.mss.mismatch_bytes
+        ),
+        (Some(8960), Some(8948), Some(12))
+    );
+    let chain = flow.window.chain.as_ref().expect("a window chain");
+    eprintln!("{chain:?}");
+    assert_eq!(chain.advertised, chain.free_space / 8948 * 8948);
+    assert_eq!(chain.usable, chain.advertised / 8960 * 8960);
+    // k × 8948 holds only k − 1 whole 8960-byte segments: a further segment lost.
+    assert_eq!(chain.usable + 8960, chain.advertised / 8948 * 8960);
+    assert_eq!(chain.compounded_loss_bytes, chain.free_space - chain.usable);
 }
 
 /// CLOCK_MONOTONIC ns (the events' clock) of a capture timestamp (Unix seconds).

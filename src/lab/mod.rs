@@ -153,6 +153,10 @@ pub struct LabConfig {
     pub write_size: usize,
     /// `TCP_NODELAY` on the sender.
     pub nodelay: bool,
+    /// Every write sent with `MSG_EOR`: TCP never merges two writes into one
+    /// segment, so segments are at most `write_size` bytes.
+    #[serde(default)]
+    pub eor: bool,
     /// Receiver port; 0 picks a free one.
     pub port: u16,
     /// The transfer over IPv6 (the lab has both families' addresses).
@@ -179,6 +183,7 @@ impl Default for LabConfig {
             bytes: 64 << 20,
             write_size: 64 << 10,
             nodelay: false,
+            eor: false,
             port: 0,
             ipv6: false,
         }

@@ -25,6 +25,14 @@ pub enum Scenario {
     /// on the wire is an MSS multiple, except never-shrink residuals after
     /// sub-MSS segments (64 KiB writes end in a 2900-byte segment).
     MssClamp,
+    /// The paper's compounded loss: mss-clamp without timestamps, and 8948-byte
+    /// writes with TCP_NODELAY and MSG_EOR. The sender's MSS is 9000 − 40 =
+    /// 8960, but no segment carries more than one write, so the receiver's
+    /// estimate `rcv_mss` (the largest segment seen) is 8948: windows are
+    /// rounded to 8948 multiples, and the sender fills them in whole
+    /// 8960-byte segments (26844 → 17920). While `rcv_ssthresh` stays low the
+    /// hysteresis keeps the handshake's offer, rounddown(18000, 8960) = 17920.
+    MssMismatch,
     /// Receiver-side silly window syndrome: window scaling off, `SO_RCVBUF`
     /// 65536, a slow reader (1 s without reads, then 1000 B every 50 ms). The
     /// window drops to 0, reopens only by one MSS at a time, and the sender
@@ -50,8 +58,9 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 6] = [
         Scenario::MssClamp,
+        Scenario::MssMismatch,
         Scenario::SwsStall,
         Scenario::Healthy,
         Scenario::RwndLimited,
@@ -62,6 +71,7 @@ impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
             Scenario::MssClamp => "mss-clamp",
+            Scenario::MssMismatch => "mss-mismatch",
             Scenario::SwsStall => "sws-stall",
             Scenario::Healthy => "healthy",
             Scenario::RwndLimited => "rwnd-limited",
@@ -74,6 +84,9 @@ impl Scenario {
         match self {
             Scenario::MssClamp => {
                 "MTU 9000, no window scaling, SO_RCVBUF 18000: ~33000 B free advertised as 26844 = 3 x 8948 or 17896 (SC'03 3.5.1)"
+            }
+            Scenario::MssMismatch => {
+                "mss-clamp without timestamps, 8948-byte writes: sender MSS 8960, receiver estimate 8948, the losses compound (26844 -> 17920)"
             }
             Scenario::SwsStall => {
                 "no window scaling, SO_RCVBUF 65536, slow reader: zero windows, one-MSS reopenings, zero-window probes"
@@ -101,6 +114,14 @@ impl Scenario {
                 rcvbuf: Some(18000),
                 bytes: 64 << 20,
                 ..base
+            },
+            Scenario::MssMismatch => LabConfig {
+                timestamps: false,
+                write_size: 8948,
+                nodelay: true,
+                eor: true,
+                bytes: 16 << 20,
+                ..Scenario::MssClamp.config()
             },
             Scenario::SwsStall => LabConfig {
                 mtu: 9000,

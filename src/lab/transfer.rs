@@ -409,7 +409,12 @@ fn send(to: SocketAddr, cfg: &LabConfig, flags: &StopFlags) -> Result<Sent> {
             break;
         }
         let n = (chunk.len() as u64).min(left) as usize;
-        match stream.write(&chunk[..n]) {
+        let written = if cfg.eor {
+            send_record(&stream, &chunk[..n])
+        } else {
+            stream.write(&chunk[..n])
+        };
+        match written {
             Ok(written) => left -= written as u64,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) => return Err(e).context("send"),
@@ -419,6 +424,24 @@ fn send(to: SocketAddr, cfg: &LabConfig, flags: &StopFlags) -> Result<Sent> {
         stream,
         connected_at,
     })
+}
+
+/// One write that TCP keeps apart from the next (MSG_EOR: the skb it ends
+/// is never appended to, so no segment spans two writes).
+fn send_record(stream: &TcpStream, bytes: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: the pointer and length describe `bytes`.
+    let n = unsafe {
+        libc::send(
+            stream.as_raw_fd(),
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            libc::MSG_EOR,
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 /// Sleeps `total`, waking early when the transfer is told to stop.
