@@ -47,7 +47,7 @@ pub fn seq_after(a: u32, b: u32) -> bool {
 
 #[derive(Clone, Debug)]
 pub struct PathConfig {
-    /// Keep 1 packet in N (by sequence number); 1 keeps all.
+    /// The rate the trace was sampled at (`Filters::sample_every`); 1: every event.
     pub sample_every: u32,
     /// A segment that leaves TCP later than this after its write was held.
     pub held_after_ns: u64,
