@@ -37,10 +37,22 @@ char LICENSE[] SEC("license") = "GPL";
 /* ---- sendmsg: tcp:tcp_sendmsg_locked ------------------------------------- */
 
 /*
- * sendmsg, data_ready, copy_datagram and app_read are never sampled: they
- * time the socket hops of whichever packets sampling kept (one per syscall or
- * per queued skb, not per wire packet).
+ * Socket events are sampled by the bytes they handle, so that they are kept
+ * exactly when a kept packet may need them: sendmsg by the bytes this copy
+ * iteration may write, data_ready by the bytes readable, copy_datagram by its
+ * skb, app_read by the bytes the read returned.
  */
+
+/*
+ * One iteration copies at most size_goal bytes, appended at write_seq (to
+ * the tail skb or a new one). fentry/kprobe see the whole call: no goal.
+ */
+static __always_inline bool sendmsg_sampled(__u32 write_seq, __u32 msg_left, __u32 size_goal)
+{
+	__u32 most = size_goal && size_goal < msg_left ? size_goal : msg_left;
+
+	return sampled_range(write_seq, write_seq + most);
+}
 
 static __always_inline int sendmsg_body(const struct sock *sk, const struct msghdr *msg,
 					const struct sk_buff *skb, int size_goal, bool btf)
@@ -50,13 +62,16 @@ static __always_inline int sendmsg_body(const struct sock *sk, const struct msgh
 
 	if (!tp)
 		return 0;
-	if (!sock_flow(&h, sk, btf, btf))
+	__u32 write_seq = RD(btf, tp, write_seq);
+	__u32 msg_left = RD(btf, msg, msg_iter.count);
+
+	if (!sendmsg_sampled(write_seq, msg_left, size_goal) || !sock_flow(&h, sk, btf, btf))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, sendmsg, &h, TT_KIND_SENDMSG);
-	ev->body.write_seq = RD(btf, tp, write_seq);
+	ev->body.write_seq = write_seq;
 	ev->body.skb_len = skb ? RD(btf, skb, len) : 0;
-	ev->body.msg_left = RD(btf, msg, msg_iter.count);
+	ev->body.msg_left = msg_left;
 	ev->body.size_goal = size_goal;
 	ev->body.snd_una = RD(btf, tp, snd_una);
 	ev->body.snd_nxt = RD(btf, tp, snd_nxt);
@@ -91,11 +106,18 @@ static __always_inline int data_ready_body(const struct sock *sk, bool btf)
 
 	if (!is_tcp(sk, btf) || !tp)
 		return 0;
-	if (!sock_flow(&h, sk, btf, btf))
+	__u32 rcv_nxt = RD(btf, tp, rcv_nxt);
+	__u32 copied_seq = RD(btf, tp, copied_seq);
+
+	/*
+	 * All the unread bytes: a superset of those that just became readable
+	 * (rcv_nxt before this skb is not known here), whatever the skb held.
+	 */
+	if (!sampled_range(copied_seq, rcv_nxt) || !sock_flow(&h, sk, btf, btf))
 		return 0;
 	EMIT_BEGIN(ev, data_ready, &h, TT_KIND_DATA_READY);
-	ev->body.rcv_nxt = RD(btf, tp, rcv_nxt);
-	ev->body.copied_seq = RD(btf, tp, copied_seq);
+	ev->body.rcv_nxt = rcv_nxt;
+	ev->body.copied_seq = copied_seq;
 	ev->body.sk_rmem_alloc = RD(btf, sk, sk_backlog.rmem_alloc.counter);
 	ev->body.sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
 	submit(ev, sizeof(*ev));
@@ -113,11 +135,15 @@ static __always_inline int app_read_body(const struct sock *sk, int ret, bool bt
 
 	if (!is_tcp(sk, btf) || !tp)
 		return 0;
-	if (!sock_flow(&h, sk, btf, btf))
+	__u32 copied_seq = RD(btf, tp, copied_seq);
+
+	/* The bytes returned end at copied_seq; a read of none has no key. */
+	if (!sampled_range(copied_seq - (ret > 0 ? ret : 0), copied_seq) ||
+	    !sock_flow(&h, sk, btf, btf))
 		return 0;
 	EMIT_BEGIN(ev, app_read, &h, TT_KIND_APP_READ);
 	ev->body.ret = ret;
-	ev->body.copied_seq = RD(btf, tp, copied_seq);
+	ev->body.copied_seq = copied_seq;
 	ev->body.rcv_nxt = RD(btf, tp, rcv_nxt);
 	ev->body.sk_rmem_alloc = RD(btf, sk, sk_backlog.rmem_alloc.counter);
 	ev->body.sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
@@ -158,19 +184,6 @@ TRACEPOINT(state, sock, inet_sock_set_state, trace_event_raw_inet_sock_set_state
 
 /* ---- tcp_rcv: tcp:tcp_probe ---------------------------------------------- */
 
-/*
- * Sampling keeps an skb by the (seq, ack) of its first byte. Where skbs merge
- * (GRO before netif_receive_skb, coalescing in the socket backlog before
- * tcp_rcv, which also takes the last packet's ack), a merged skb can carry
- * kept packets behind an unkept first byte: it is kept whole there, so every
- * packet kept at the driver can be followed to the socket.
- */
-static __always_inline bool sampled_or_merged(__u32 seq, __u32 ack, const struct sk_buff *skb,
-					      bool btf)
-{
-	return sampled(seq, ack) || gso_of(skb, btf).segs > 1;
-}
-
 static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_buff *skb, bool btf)
 {
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
@@ -181,9 +194,14 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 	if (!tp)
 		return 0;
 	__u32 seq = RD(btf, cb, seq);
+	__u32 end_seq = RD(btf, cb, end_seq);
 	__u32 ack = RD(btf, cb, ack_seq);
+	__u8 flags = RD(btf, cb, tcp_flags);
+	/* end_seq counts SYN and FIN; the payload ends before them. */
+	__u32 len = end_seq - seq - !!(flags & TCP_FLAG_SYN) - !!(flags & TCP_FLAG_FIN);
 
-	if (!sampled_or_merged(seq, ack, skb, btf) || !sock_flow(&h, sk, btf, btf))
+	/* A merged skb (GRO, backlog coalescing) is kept if any packet in it is. */
+	if (!sampled_segment(seq, len, ack, flags) || !sock_flow(&h, sk, btf, btf))
 		return 0;
 	/* tcp_rcv_established(): skb->data is the TCP header */
 	if (bpf_probe_read_kernel(th, sizeof(th), RD(btf, skb, data)))
@@ -195,7 +213,7 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 
 	__builtin_memcpy(&win, th + 14, 2);
 	b->seq = seq;
-	b->end_seq = RD(btf, cb, end_seq);
+	b->end_seq = end_seq;
 	b->ack = ack;
 	b->len = RD(btf, skb, len) - (th[12] >> 4) * 4;
 	b->win_raw = bpf_ntohs(win);
@@ -253,12 +271,16 @@ static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len
 
 	if (!is_tcp(sk, btf))
 		return 0;
-	if (!sock_flow(&h, sk, btf, false))
+	__u32 seq = RD(btf, cb, seq);
+	__u32 end_seq = RD(btf, cb, end_seq);
+
+	/* The whole skb, even when only part of it is copied now. */
+	if (!sampled_range(seq, end_seq) || !sock_flow(&h, sk, btf, false))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, copy_datagram, &h, TT_KIND_COPY_DATAGRAM);
-	ev->body.seq = RD(btf, cb, seq);
-	ev->body.end_seq = RD(btf, cb, end_seq);
+	ev->body.seq = seq;
+	ev->body.end_seq = end_seq;
 	ev->body.len = len;
 	submit(ev, sizeof(*ev));
 	return 0;
@@ -377,7 +399,7 @@ static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
 
 	if (!is_tcp_fullsock(sk, btf) || !parse_nh(&h, &p, skb, true, btf))
 		return 0;
-	if (!port_wanted(&h) || !addr_wanted(&h) || !sampled(p.seq, p.ack))
+	if (!port_wanted(&h) || !addr_wanted(&h) || !sampled_segment(p.seq, p.len, p.ack, p.flags))
 		return 0;
 	h.netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);
 	if (!netns_wanted(&h))
@@ -461,11 +483,12 @@ int BPF_KPROBE(window_adv_kprobe, struct sk_buff *skb)
 
 /* Filter, sample and fill the header of a packet event; false to skip it. */
 static __always_inline bool pkt_wanted(struct tt_hdr *h, const struct tcp_pkt *p,
-				       const struct sk_buff *skb, bool merge_point, bool btf)
+				       const struct sk_buff *skb, bool btf)
 {
 	if (!port_wanted(h) || !addr_wanted(h))
 		return false;
-	if (merge_point ? !sampled_or_merged(p->seq, p->ack, skb, btf) : !sampled(p->seq, p->ack))
+	/* A GRO-merged skb is kept if any packet in it is. */
+	if (!sampled_segment(p->seq, p->len, p->ack, p->flags))
 		return false;
 	h->netns = RD(btf, skb, dev, nd_net.net, ns.inum);
 	if (!netns_wanted(h))
@@ -503,7 +526,7 @@ static __always_inline int dev_start_xmit_body(const struct sk_buff *skb, bool b
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
-	if (!stash || !parse_nh(&h, &p, skb, true, btf) || !pkt_wanted(&h, &p, skb, false, btf))
+	if (!stash || !parse_nh(&h, &p, skb, true, btf) || !pkt_wanted(&h, &p, skb, btf))
 		return 0;
 	EMIT_BEGIN(ev, pkt, &h, TT_KIND_DEV_START_XMIT);
 	pkt_body(&ev->body, &p, skb, btf);
@@ -542,8 +565,7 @@ static __always_inline int rx_body(const struct sk_buff *skb, __u8 kind, __u8 va
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
-	if (!parse_rx(&h, &p, skb, btf) ||
-	    !pkt_wanted(&h, &p, skb, kind == TT_KIND_NETIF_RECEIVE, btf))
+	if (!parse_rx(&h, &p, skb, btf) || !pkt_wanted(&h, &p, skb, btf))
 		return 0;
 	h.variant = variant;
 	EMIT_BEGIN(ev, pkt, &h, kind);

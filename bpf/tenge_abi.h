@@ -267,6 +267,17 @@ TT_EVENT(retransmit);
 TT_EVENT(kfree_skb);
 TT_EVENT(cpu_sample);
 
+/*
+ * 1-in-N sampling keeps a byte of a flow's sequence space iff the block of
+ * 2^TT_SAMPLE_BLOCK_SHIFT bytes it lies in is chosen; an event is kept iff
+ * the range it is keyed on touches a chosen block, and a range spanning more
+ * than TT_SAMPLE_MAX_BLOCKS blocks is always kept (bounds the kernel's loop).
+ * Not part of the record layout, but the kernel and the analyses that
+ * reproduce its choices must agree on them: one definition here.
+ */
+#define TT_SAMPLE_BLOCK_SHIFT 14
+#define TT_SAMPLE_MAX_BLOCKS  64
+
 /* Index of the per-CPU lost-event counters (map tt_lost): one per kind. */
 #define TT_LOST_SLOTS TT_KIND_MAX
 

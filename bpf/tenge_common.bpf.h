@@ -46,6 +46,7 @@
 #define SOCK_STREAM	       1
 #define TCP_FLAG_FIN	       0x01
 #define TCP_FLAG_SYN	       0x02
+#define TCP_FLAG_ACK	       0x10
 #define TCP_STATE_TIME_WAIT    6
 #define TCP_STATE_NEW_SYN_RECV 12
 
@@ -101,15 +102,62 @@ static __always_inline bool netns_wanted(const struct tt_hdr *h)
 }
 
 /*
- * Keyed by (seq, ack) so every hop of one packet makes the same choice: a
- * segment is either traced end to end or not at all.
+ * Sampling by blocks of sequence space (TT_SAMPLE_BLOCK_SHIFT, in
+ * tenge_abi.h): every event keyed on a byte range is kept iff the range
+ * touches a chosen block, so each hop of a kept byte keeps it, whether it
+ * sees it in a packet, a merged skb or a socket call. Mirrored by
+ * tenge_trace::event::sampled_range.
  */
-static __always_inline bool sampled(__u32 seq, __u32 ack)
+#define TT_SAMPLE_BLOCK (1U << TT_SAMPLE_BLOCK_SHIFT)
+
+/* murmur3's 32-bit finalizer: consecutive blocks hash independently. */
+static __always_inline bool block_chosen(__u32 block)
+{
+	block ^= block >> 16;
+	block *= 0x85ebca6bU;
+	block ^= block >> 13;
+	block *= 0xc2b2ae35U;
+	block ^= block >> 16;
+	return block % sample_every == 0;
+}
+
+/* Whether sampling keeps the bytes [start, end); an empty range has none. */
+static __always_inline bool sampled_range(__u32 start, __u32 end)
 {
 	if (sample_every <= 1)
 		return true;
-	__u32 hash = (seq ^ (ack * 0x85ebca6bU)) * 0x9e3779b1U;
-	return (hash >> 8) % sample_every == 0;
+	__u32 len = end - start;
+
+	if (!len)
+		return false;
+	if (len > TT_SAMPLE_MAX_BLOCKS * TT_SAMPLE_BLOCK)
+		return true;
+	__u32 base = start & ~(TT_SAMPLE_BLOCK - 1);
+	/* Blocks after the first; at most TT_SAMPLE_MAX_BLOCKS given len. */
+	__u32 more = (((end - 1) & ~(TT_SAMPLE_BLOCK - 1)) - base) >> TT_SAMPLE_BLOCK_SHIFT;
+
+	for (__u32 i = 0; i <= TT_SAMPLE_MAX_BLOCKS; i++) {
+		if (block_chosen(base >> TT_SAMPLE_BLOCK_SHIFT))
+			return true;
+		if (i == more)
+			break;
+		base += TT_SAMPLE_BLOCK; /* wraps with sequence space */
+	}
+	return false;
+}
+
+/*
+ * A segment by its payload; one without payload by the last byte it
+ * acknowledges, so the ACK of a kept byte is kept, or by its own seq when it
+ * acknowledges nothing (a SYN).
+ */
+static __always_inline bool sampled_segment(__u32 seq, __u32 len, __u32 ack, __u8 flags)
+{
+	if (len)
+		return sampled_range(seq, seq + len);
+	if (flags & TCP_FLAG_ACK)
+		return sampled_range(ack - 1, ack);
+	return sampled_range(seq, seq + 1);
 }
 
 /* ---- ring buffer --------------------------------------------------------- */

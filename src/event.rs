@@ -209,16 +209,104 @@ impl Event {
     }
 }
 
-/// Whether 1-in-`every` sampling keeps the packet whose first byte is `seq`
-/// and whose ACK field is `ack`. The same function as `sampled()` in
-/// `bpf/tenge_common.bpf.h`, so analyses can tell which packets the kernel kept
-/// (tests/probes.rs checks the kernel's choices against it). Keyed by (seq,
-/// ack) so that every hop of one skb makes the same choice: pure ACKs share a
-/// seq, data segments share an ack.
-pub fn sampled(seq: u32, ack: u32, every: u32) -> bool {
-    every <= 1
-        || (((seq ^ ack.wrapping_mul(0x85eb_ca6b)).wrapping_mul(0x9e37_79b1)) >> 8)
-            .is_multiple_of(every)
+/// Bytes per sampling block: 1-in-N sampling keeps or drops whole blocks of
+/// a flow's sequence space.
+pub const SAMPLE_BLOCK: u32 = 1 << TT_SAMPLE_BLOCK_SHIFT;
+
+/// Whether the block of sequence space numbered `block` is one of the 1 in
+/// `every` that sampling keeps (murmur3's 32-bit finalizer, then modulo).
+fn block_chosen(block: u32, every: u32) -> bool {
+    let mut h = block;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^= h >> 16;
+    h.is_multiple_of(every)
+}
+
+/// Whether 1-in-`every` sampling keeps the byte at sequence number `seq`.
+pub fn sampled_byte(seq: u32, every: u32) -> bool {
+    every <= 1 || block_chosen(seq >> TT_SAMPLE_BLOCK_SHIFT, every)
+}
+
+/// Whether 1-in-`every` sampling keeps an event keyed on the bytes
+/// `[start, end)` (32-bit sequence space, wrapping): the range touches a
+/// chosen block, or spans more than `TT_SAMPLE_MAX_BLOCKS` blocks. An empty
+/// range is kept only without sampling. The same function as
+/// `sampled_range()` in `bpf/tenge_common.bpf.h`.
+pub fn sampled_range(start: u32, end: u32, every: u32) -> bool {
+    if every <= 1 {
+        return true;
+    }
+    let len = end.wrapping_sub(start);
+    if len == 0 {
+        return false;
+    }
+    if len > TT_SAMPLE_MAX_BLOCKS * SAMPLE_BLOCK {
+        return true;
+    }
+    let base = start & !(SAMPLE_BLOCK - 1);
+    // Blocks after the first; at most TT_SAMPLE_MAX_BLOCKS given len.
+    let more =
+        ((end.wrapping_sub(1) & !(SAMPLE_BLOCK - 1)).wrapping_sub(base)) >> TT_SAMPLE_BLOCK_SHIFT;
+    (0..=more).any(|i| {
+        block_chosen(
+            base.wrapping_add(i * SAMPLE_BLOCK) >> TT_SAMPLE_BLOCK_SHIFT,
+            every,
+        )
+    })
+}
+
+/// A segment by its payload; one without payload by the last byte it
+/// acknowledges (the ACK of a kept byte is kept), or by its own seq when it
+/// acknowledges nothing (a SYN). `sampled_segment()` in the BPF header.
+fn sampled_segment(seq: u32, len: u32, ack: u32, flags: u8, every: u32) -> bool {
+    match (len, flags & tcp_flags::ACK != 0) {
+        (0, true) => sampled_range(ack.wrapping_sub(1), ack, every),
+        (0, false) => sampled_range(seq, seq.wrapping_add(1), every),
+        _ => sampled_range(seq, seq.wrapping_add(len), every),
+    }
+}
+
+impl Event {
+    /// Whether the kernel, sampling 1 in `every`, keeps this event: by the
+    /// bytes each kind is keyed on in `bpf/tenge.bpf.c`. Lifecycle events
+    /// (state, retransmit, kfree_skb), napi_poll and CPU samples are never
+    /// sampled out.
+    pub fn sampled(&self, every: u32) -> bool {
+        match &self.body {
+            Body::WindowAdv(w) => sampled_segment(w.seq, w.len, w.ack, w.tcp_flags, every),
+            Body::DevStartXmit(p) | Body::DevXmit(p) | Body::RxEntry(p) | Body::NetifReceive(p) => {
+                sampled_segment(p.seq, p.len, p.ack, p.tcp_flags, every)
+            }
+            Body::TcpRcv(t) => {
+                // end_seq counts SYN and FIN; the payload ends before them.
+                let flags = (t.tcp_flags & (tcp_flags::SYN | tcp_flags::FIN)).count_ones();
+                let len = t.end_seq.wrapping_sub(t.seq).wrapping_sub(flags);
+                sampled_segment(t.seq, len, t.ack, t.tcp_flags, every)
+            }
+            Body::Sendmsg(s) => {
+                // One copy iteration writes at most size_goal bytes (0: unknown).
+                let most = match s.size_goal {
+                    0 => s.msg_left,
+                    goal => goal.min(s.msg_left),
+                };
+                sampled_range(s.write_seq, s.write_seq.wrapping_add(most), every)
+            }
+            Body::DataReady(d) => sampled_range(d.copied_seq, d.rcv_nxt, every),
+            Body::CopyDatagram(c) => sampled_range(c.seq, c.end_seq, every),
+            Body::AppRead(r) => {
+                let returned = r.ret.max(0) as u32;
+                sampled_range(r.copied_seq.wrapping_sub(returned), r.copied_seq, every)
+            }
+            Body::State(_)
+            | Body::Retransmit(_)
+            | Body::KfreeSkb(_)
+            | Body::NapiPoll(_)
+            | Body::CpuSample(_) => true,
+        }
+    }
 }
 
 /// Turns an ABI address (IPv6, or IPv4-mapped IPv6) into an `IpAddr`.
@@ -404,5 +492,116 @@ mod tests {
             FlowKey::of(&sock, false).unwrap().local.to_string(),
             "10.0.0.1:5000"
         );
+    }
+
+    /// Block `b` starts at byte `b << 14`.
+    fn block(b: u32) -> u32 {
+        b << TT_SAMPLE_BLOCK_SHIFT
+    }
+
+    #[test]
+    fn blocks_chosen_by_hand() {
+        // murmur3 fmix32: 1 -> 0x514e28b7 (% 4 = 3), 6 -> 0x5ceb4d08 (% 4 = 0,
+        // % 64 = 8), 235 -> 0x8bbbf680 (% 64 = 0), 0x3ffff -> 0x7ff9f223 (% 4 = 3);
+        // 0 is its fixed point, chosen at every rate. With every = 4 the
+        // chosen blocks below 17 are 0, 6, 7, 10, 11 and 16.
+        let chosen: Vec<u32> = (0..17).filter(|&b| sampled_byte(block(b), 4)).collect();
+        assert_eq!(chosen, [0, 6, 7, 10, 11, 16]);
+        assert!(!sampled_byte(block(6), 64) && sampled_byte(block(235), 64));
+        assert!(!sampled_byte(u32::MAX, 4));
+        // Every byte of a block goes with it.
+        assert!(sampled_byte(block(7) - 1, 4) && !sampled_byte(block(6) - 1, 4));
+        // No sampling keeps everything, even ranges with no byte.
+        assert!(sampled_byte(block(1), 1) && sampled_range(5, 5, 0));
+    }
+
+    #[test]
+    fn ranges_kept_when_they_touch_a_chosen_block() {
+        let r = |start, end| sampled_range(start, end, 4);
+        // Blocks 1-5 and 12-15 are not chosen, 6 and 16 are (every = 4).
+        assert!(!r(block(1), block(6)));
+        assert!(!r(block(6) - 1, block(6)));
+        assert!(r(block(5) + 100, block(6) + 1));
+        assert!(!r(block(12), block(16)) && r(block(12), block(16) + 1));
+        assert!(!r(block(7), block(7)), "an empty range has no byte");
+        // Across the wrap of sequence space: 0x3ffff is not chosen, 0 is.
+        assert!(!r(block(0x3ffff), 0));
+        assert!(r(block(0x3ffff) + 10, 16));
+        // 1 in 64: blocks 1 to 234 are all unchosen. 64 of them are tested,
+        // a 65th makes the range too long to test, and it is kept.
+        assert!(!sampled_range(block(1), block(65), 64));
+        assert!(sampled_range(block(1), block(66), 64));
+        assert!(!sampled_range(block(1) + 1, block(65) + 1, 64));
+    }
+
+    #[test]
+    fn events_keyed_on_their_bytes() {
+        let ev = |body| Event::new(hdr(), body);
+        let every = 4;
+        // A data segment by its payload [seq, seq + len); a pure ACK by ack - 1.
+        let pkt = |seq, len, ack, tcp_flags| {
+            ev(Body::RxEntry(tt_pkt {
+                seq,
+                len,
+                ack,
+                tcp_flags,
+                ..Default::default()
+            }))
+        };
+        assert!(pkt(block(5) + 1000, 16_000, block(3), tcp_flags::ACK).sampled(every));
+        assert!(!pkt(block(5), 1000, block(6), tcp_flags::ACK).sampled(every));
+        assert!(pkt(block(1), 0, block(6) + 1, tcp_flags::ACK).sampled(every));
+        assert!(!pkt(block(6), 0, block(6), tcp_flags::ACK).sampled(every));
+        // A SYN acknowledges nothing: keyed by its own seq.
+        assert!(pkt(block(6) + 7, 0, 0, tcp_flags::SYN).sampled(every));
+        // tcp_rcv: end_seq counts the FIN, the payload ends at block 6.
+        let rcv = ev(Body::TcpRcv(tt_tcp_rcv {
+            seq: block(6) - 100,
+            end_seq: block(6) + 1,
+            tcp_flags: tcp_flags::FIN | tcp_flags::ACK,
+            ..Default::default()
+        }));
+        assert!(!rcv.sampled(every) && rcv.sampled(1));
+        // sendmsg: at most size_goal bytes from write_seq (all that is left without a goal).
+        let send = |msg_left, size_goal| {
+            ev(Body::Sendmsg(tt_sendmsg {
+                write_seq: block(6) - 1000,
+                msg_left,
+                size_goal,
+                ..Default::default()
+            }))
+            .sampled(every)
+        };
+        assert!(!send(5000, 1000) && send(5000, 1001) && !send(1000, 0) && send(1001, 0));
+        // data_ready: the unread bytes [copied_seq, rcv_nxt).
+        let ready = |copied_seq, rcv_nxt| {
+            ev(Body::DataReady(tt_data_ready {
+                copied_seq,
+                rcv_nxt,
+                ..Default::default()
+            }))
+            .sampled(every)
+        };
+        assert!(ready(block(5), block(6) + 1) && !ready(block(1), block(6)));
+        // app_read: the bytes returned, ending at copied_seq; none for errors and EOF.
+        let read = |ret, copied_seq| {
+            ev(Body::AppRead(tt_app_read {
+                ret,
+                copied_seq,
+                ..Default::default()
+            }))
+            .sampled(every)
+        };
+        assert!(read(1, block(6) + 1) && !read(1, block(6)) && !read(0, block(6) + 1));
+        assert!(!read(-11, block(6) + 1));
+        let copy = ev(Body::CopyDatagram(tt_copy_datagram {
+            seq: block(2),
+            end_seq: block(6) + 1,
+            len: 10,
+            ..Default::default()
+        }));
+        assert!(copy.sampled(every));
+        // Lifecycle events are never sampled out.
+        assert!(ev(Body::State(tt_state::default())).sampled(1 << 30));
     }
 }

@@ -64,7 +64,8 @@ pub struct FilterArgs {
     /// Only this network namespace (a name from `ip netns list`); default: all.
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
-    /// Keep 1 packet in N (chosen by packet identity, so every stage of a kept packet is seen).
+    /// Keep 1 in N blocks of 16 KiB of each flow's sequence space, with every event that handles
+    /// their bytes (so every stage of a kept packet is seen); lifecycle events are all kept.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub sample: u32,
     /// Ring buffer size in MiB (a power of two).
@@ -222,7 +223,7 @@ pub struct LabArgs {
     /// Also keep the recording.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Keep 1 packet in N.
+    /// Keep 1 in N blocks of 16 KiB of sequence space (see `record --sample`).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub sample: u32,
     #[command(flatten)]

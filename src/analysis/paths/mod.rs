@@ -15,8 +15,11 @@
 //!
 //! Identity: flows by [`FlowKey`] (device events have no cookie), bytes by
 //! 32-bit sequence ranges; skb addresses only break ties within one hop.
-//! With 1-in-N sampling a packet is kept when its first byte's sequence
-//! number passes [`crate::event::sampled`], at every hop, so the kept packets are an
+//! With 1-in-N sampling the kernel keeps whole blocks of sequence space
+//! ([`crate::event::sampled_range`]): every event that handles a kept byte,
+//! packet or socket call, is kept. A packet counts when one byte of it is
+//! kept (TX: a segment's first, RX: a unit's last; see tx and rx), which
+//! happens with probability 1/N whatever its size, so the kept packets are an
 //! unbiased sample of the latencies; counts are scaled by N in the report.
 
 mod report;
@@ -44,7 +47,7 @@ pub fn seq_after(a: u32, b: u32) -> bool {
 
 #[derive(Clone, Debug)]
 pub struct PathConfig {
-    /// Keep 1 packet in N (by sequence number); 1 keeps all.
+    /// The rate the trace was sampled at (`Filters::sample_every`); 1: every event.
     pub sample_every: u32,
     /// A segment that leaves TCP later than this after its write was held.
     pub held_after_ns: u64,
@@ -191,7 +194,7 @@ impl PathAnalyzer {
             Body::DataReady(b) => self.with_flow(ev, false, |f, _| f.rx.on_data_ready(ts, b)),
             Body::CopyDatagram(b) => self.with_flow(ev, false, |f, _| f.rx.on_copy(ts, b)),
             Body::AppRead(b) => self.with_flow(ev, false, |f, ctx| f.rx.on_app_read(ts, b, ctx)),
-            Body::KfreeSkb(b) => self.kfree_skb(ev, b.seq),
+            Body::KfreeSkb(b) => self.kfree_skb(ev, b.seq, b.len),
             Body::State(_) | Body::Retransmit(_) | Body::CpuSample(_) => {}
         }
     }
@@ -325,7 +328,7 @@ impl PathAnalyzer {
     }
 
     /// A drop: of a received packet before TCP, or of a sent one before the driver.
-    fn kfree_skb(&mut self, ev: &Event, seq: u32) {
+    fn kfree_skb(&mut self, ev: &Event, seq: u32, len: u32) {
         for outgoing in [false, true] {
             let Some(key) = FlowKey::of(ev, outgoing) else {
                 return;
@@ -335,7 +338,7 @@ impl PathAnalyzer {
             };
             let (flow, mut ctx) = self.parts(i);
             let found = if outgoing {
-                flow.tx.on_drop(seq, &mut ctx)
+                flow.tx.on_drop(seq, len, &mut ctx)
             } else {
                 flow.rx.on_drop(seq, &mut ctx)
             };

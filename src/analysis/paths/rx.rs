@@ -11,15 +11,19 @@
 //! kept sorted by sequence, since the application consumes bytes in order.
 //!
 //! A unit starts at the first hop traced on its flow (the driver, or a later
-//! hop when the driver probes see nothing), and only there: a merged skb at a
-//! later hop is traced whole whatever its first byte (the kernel keeps merged
-//! skbs so that the packets in them can be followed), and backlog coalescing
-//! gives it the last packet's ack, so testing its (seq, ack) for the sample
-//! would add packets that sampling did not pick.
+//! hop when the driver probes see nothing), and only there. With sampling it
+//! starts when its last byte is kept ([`sampled_byte`]): every later event
+//! that moves it on covers that byte, since the merged skbs it travels in
+//! contain it and the readable, copied and read ranges reach it first at
+//! the event that finishes it, so the kernel kept that event too. (Its first
+//! byte would not do: a read can end inside a unit, and the next one need
+//! not touch a kept block.) One byte a unit keeps each with probability 1/N,
+//! whatever its size, so counts scale by N; a merged skb kept because some
+//! other block in it is chosen starts nothing.
 
 use super::stats::{rx_value, PathId};
 use super::{seq_after, seq_before, Ctx};
-use crate::event::sampled;
+use crate::event::sampled_byte;
 use crate::event::{tt_app_read, tt_copy_datagram, tt_data_ready, tt_pkt, tt_tcp_rcv};
 use std::collections::VecDeque;
 
@@ -138,6 +142,11 @@ fn push_capped(queue: &mut VecDeque<Unit>, unit: Unit, ctx: &mut Ctx) {
     queue.push_back(unit);
 }
 
+/// Whether sampling keeps the unit `[seq, seq + len)` (`len > 0`).
+fn last_byte_sampled(seq: u32, len: u32, ctx: &Ctx) -> bool {
+    sampled_byte(seq.wrapping_add(len - 1), ctx.cfg.sample_every)
+}
+
 /// Inserts by seq, searching from the back where new data lands.
 fn insert_sorted(queue: &mut VecDeque<Unit>, unit: Unit) {
     let at = queue
@@ -157,10 +166,7 @@ impl RxFlow {
     }
 
     pub fn on_entry(&mut self, ts_ns: u64, pkt: &tt_pkt, ctx: &mut Ctx) {
-        if pkt.len == 0
-            || !self.starts_units(ENTRY)
-            || !sampled(pkt.seq, pkt.ack, ctx.cfg.sample_every)
-        {
+        if pkt.len == 0 || !self.starts_units(ENTRY) || !last_byte_sampled(pkt.seq, pkt.len, ctx) {
             return;
         }
         // The same bytes again before the first copy got through: the old one is lost.
@@ -197,7 +203,7 @@ impl RxFlow {
             hit
         };
         let found = advance(&mut self.entered, hit, |u| in_stack.push_back(u));
-        if !found && starts_here && sampled(start, pkt.ack, ctx.cfg.sample_every) {
+        if !found && starts_here && last_byte_sampled(start, pkt.len, ctx) {
             push_capped(
                 &mut self.in_stack,
                 Unit::new(start, pkt.len, pkt.gso_segs, NETIF, ts_ns),
@@ -247,7 +253,7 @@ impl RxFlow {
             },
             |u| take(u, ctx),
         );
-        if !found && starts_here && sampled(start, body.ack, ctx.cfg.sample_every) {
+        if !found && starts_here && last_byte_sampled(start, body.len, ctx) {
             let segs = body.len.div_ceil(body.rcv_mss.max(1)).min(u16::MAX as u32) as u16;
             let mut unit = Unit::new(start, body.len, segs, TCP, ts_ns);
             unit.reach_tcp(ts_ns, socket, order);

@@ -581,10 +581,21 @@ fn drops_and_capacity_are_counted() {
     assert_eq!(report.coverage.rx_packets, 4);
 }
 
+/// Block `b` of sequence space starts here.
+fn block(b: u32) -> u32 {
+    b * crate::event::SAMPLE_BLOCK
+}
+
+/// What the analysis sees of `events` when the kernel samples 1 in `every`.
+fn kernel_sampled(events: Vec<Event>, every: u32) -> Vec<Event> {
+    events.into_iter().filter(|ev| ev.sampled(every)).collect()
+}
+
 #[test]
 fn sampling_scales_counts_and_keeps_whole_packets() {
     let every = 4;
-    let seqs: Vec<u32> = (0..64).map(|i| 1000 + i * MSS).collect();
+    // One packet in each of blocks 1 to 64, so each is kept on its own.
+    let seqs: Vec<u32> = (1..=64).map(|b| block(b) + 100).collect();
     let mut events = Vec::new();
     for (i, &seq) in seqs.iter().enumerate() {
         let i = i as u64;
@@ -602,10 +613,10 @@ fn sampling_scales_counts_and_keeps_whole_packets() {
             sample_every: every,
             ..Default::default()
         },
-        &events,
+        &kernel_sampled(events, every),
     );
     let sampled: Vec<u64> = (0..64u64)
-        .filter(|&i| crate::event::sampled(seqs[i as usize], 0, every))
+        .filter(|&i| crate::event::sampled_byte(seqs[i as usize], every))
         .collect();
     assert!(
         (8..=24).contains(&sampled.len()),
@@ -625,65 +636,61 @@ fn sampling_scales_counts_and_keeps_whole_packets() {
         napi.total_ns,
         sampled.iter().map(|i| 1_000 + i).sum::<u64>() * every as u64
     );
-    // Every sampled packet went all the way: sampling is by identity at every hop.
+    // Every sampled packet went all the way: the kernel kept each of its hops.
     assert_eq!(report.coverage.rx_complete, sampled.len() as u64);
     assert!(report.note.contains("scaled by 4"));
 }
 
 #[test]
-fn sampling_follows_kept_packets_through_backlog_coalescing() {
-    // Backlog coalescing merges skbs and gives the merged one the last
-    // packet's ack; the kernel then traces it whole. Its (seq, ack) must
-    // neither lose the kept packet inside it nor add one sampling did not pick.
+fn sampling_follows_a_kept_unit_through_merges_and_split_reads() {
+    // 1 in 4: block 5 is not chosen, block 6 is. Four packets; only the
+    // last ends in block 6, so only it is kept, though it starts in block 5.
     let every = 4;
-    let kept = |seq: u32| crate::event::sampled(seq, 0, every);
-    let seq_at = |i: u32| 1000 + i * MSS;
-    // Two unkept packets, then an unkept one followed by a kept one.
-    let i = (0..1000)
-        .find(|&i| {
-            !kept(seq_at(i)) && !kept(seq_at(i + 1)) && !kept(seq_at(i + 2)) && kept(seq_at(i + 3))
-        })
-        .unwrap();
-    let p: Vec<u32> = (0..4).map(|k| seq_at(i + k)).collect();
-    // An ack that makes the first merged skb look sampled by its (seq, ack).
-    let ack = (1..)
-        .find(|&a| crate::event::sampled(p[0], a, every))
-        .unwrap();
-    let merged = |ts: u64, seq: u32| {
-        let mut ev = rx::tcp(ts, 0xb00, seq, 2 * MSS, seq, 1);
-        if let Body::TcpRcv(b) = &mut ev.body {
-            b.ack = ack;
-        }
-        ev
-    };
+    let p: Vec<u32> = (0..4).map(|k| block(6) - 3_500 + k * MSS).collect();
+    let end = p[3] + MSS;
     let mut events = Vec::new();
     for (k, &seq) in p.iter().enumerate() {
         let t = 1_000 + k as u64 * 1_000;
         events.push(rx::entry(t, 0xa00, seq, MSS));
         events.push(rx::netif(t + 100, 0xa00, seq, MSS, 1));
     }
-    // The reader released the socket at 10 µs: both merged skbs go to TCP.
-    events.push(merged(10_000, p[0]));
-    events.push(merged(10_500, p[2]));
-    let end = p[3] + MSS;
+    // The reader released the socket at 10 µs: backlog coalescing made two
+    // skbs of two packets each; the first lies in block 5 and is dropped.
+    events.push(rx::tcp(10_000, 0xb00, p[0], 2 * MSS, p[0], 1));
+    events.push(rx::tcp(10_500, 0xb01, p[2], 2 * MSS, p[2], 1));
     events.extend([
         rx::ready(11_000, end, p[0]),
-        rx::copy(12_000, 0xb00, p[0], end, 4 * MSS),
-        rx::read(13_000, 4 * MSS as i32, end),
+        rx::copy(12_000, 0xb00, p[0], p[2], 2 * MSS),
+        rx::copy(12_200, 0xb01, p[2], end, 2 * MSS),
+        // The first read ends inside the kept packet, in block 5: dropped.
+        // The second returns the rest, the kept packet's last byte with it.
+        rx::read(13_000, 2_800, p[3] + 200),
+        rx::read(14_000, 800, end),
     ]);
+    let kept = kernel_sampled(events, every);
+    assert_eq!(
+        kept.len(),
+        6,
+        "entry, netif, tcp, ready, copy, read of one packet"
+    );
     let report = run(
         PathConfig {
             sample_every: every,
             ..Default::default()
         },
-        &events,
+        &kept,
     );
     let backlog = path(&report, "rx", "backlog");
     assert_eq!((backlog.sampled_packets, backlog.packets), (1, 4));
-    assert_eq!(report.coverage.rx_packets, 1);
     assert_eq!(report.coverage.rx_complete, 1);
-    // The kept packet entered at 4 µs: tcp at 10.5 µs, read at 13 µs.
-    for (name, ns) in [("ip_tcp", 10_500 - 4_100), ("read", 1_000)] {
+    // The kept packet: driver 4 µs, netif 4.1, tcp 10.5, ready 11, copy 12.2, read 14.
+    for (name, ns) in [
+        ("napi", 100),
+        ("ip_tcp", 6_400),
+        ("tcp_queue", 500),
+        ("socket_queue", 1_200),
+        ("read", 1_800),
+    ] {
         let s = stage(backlog, name);
         assert_eq!(
             (s.count, s.p50_ns, s.max_ns, s.total_ns),
@@ -691,8 +698,62 @@ fn sampling_follows_kept_packets_through_backlog_coalescing() {
             "{name}"
         );
     }
-    // Driver entry at 4 µs to the read at 13 µs.
-    assert_eq!((backlog.total.count, backlog.total.p50_ns), (1, 9_000));
+    assert_eq!((backlog.total.count, backlog.total.p50_ns), (1, 10_000));
+}
+
+#[test]
+fn sampling_counts_tx_segments_by_their_first_byte() {
+    let s = tx::State {
+        snd_una: block(6) - 2_000,
+        snd_nxt: block(6) - 2_000,
+        snd_cwnd: 10,
+        snd_wnd: 65535,
+    };
+    let every = 4;
+    let events = vec![
+        // Writes of 1000 bytes: the first lies in block 5 (not chosen), the second in 6.
+        tx::sendmsg(20_000, block(6) - 2_000, s.snd_una),
+        tx::sendmsg(30_000, block(6), s.snd_una),
+        // One TSO skb of 4 segments; the last two start in block 6.
+        tx::queue(50_000, 0x700, block(6) - 2_000, 4 * MSS, 4, s),
+        // Software GSO: the head piece lies in block 5, the kept bytes in the second.
+        tx::start_xmit(51_000, 0x801, block(6) - 2_000, 2 * MSS),
+        tx::xmit(52_000, 0x801, block(6) - 2_000, 2 * MSS),
+        tx::start_xmit(52_500, 0x802, block(6), 2 * MSS),
+        tx::xmit(53_000, 0x802, block(6), 2 * MSS),
+    ];
+    let kept = kernel_sampled(events, every);
+    assert_eq!(
+        kept.len(),
+        4,
+        "the second write, the skb and its second piece"
+    );
+    let report = run(
+        PathConfig {
+            sample_every: every,
+            ..Default::default()
+        },
+        &kept,
+    );
+    let at_once = path(&report, "tx", "at_once");
+    assert_eq!((at_once.sampled_packets, at_once.packets), (2, 8));
+    // Both kept segments were written at 30 µs and queued at 50 µs.
+    let tcp = stage(at_once, "tcp");
+    assert_eq!(
+        (tcp.count, tcp.max_ns, tcp.total_ns),
+        (2, 20_000, 8 * 20_000)
+    );
+    let qdisc = stage(at_once, "qdisc");
+    assert_eq!(
+        (qdisc.count, qdisc.max_ns, qdisc.total_ns),
+        (2, 2_500, 8 * 2_500)
+    );
+    let driver = stage(at_once, "driver");
+    assert_eq!(
+        (driver.count, driver.max_ns, driver.total_ns),
+        (2, 500, 8 * 500)
+    );
+    assert_eq!(report.coverage.tx_complete, 2);
 }
 
 #[test]

@@ -11,10 +11,16 @@
 //! A GSO skb of `gso_segs` segments counts as that many packets: each segment
 //! has its own write time and hold class; the qdisc and driver stages are the
 //! skb's and apply to all of them.
+//!
+//! With sampling a segment counts when its first byte is kept
+//! ([`sampled_byte`]), the byte its write is looked up by: the kernel then
+//! kept the copy iteration that wrote it (whose range covers it) and every skb
+//! holding it, down to the GSO piece at the driver. Each segment is kept with
+//! probability 1/N, so counts scale by N.
 
 use super::stats::{hold, PathId, TX_STAGE_DRIVER, TX_STAGE_QDISC, TX_STAGE_TCP};
 use super::{seq_after, seq_before, Ctx};
-use crate::event::sampled;
+use crate::event::sampled_byte;
 use crate::event::{tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
 use std::collections::VecDeque;
 
@@ -40,6 +46,7 @@ const HOLDS: usize = 6;
 /// An skb between `net_dev_queue` and `net_dev_xmit`.
 #[derive(Clone, Copy, Debug)]
 struct QueuedSkb {
+    /// Its first sampled segment's first byte, which the driver's piece holds.
     seq: u32,
     skb: u64,
     cpu: u32,
@@ -108,8 +115,7 @@ impl TxFlow {
             snd_wnd: body.snd_wnd,
             mss_cache: body.mss_cache,
         });
-        // The kernel samples whole skbs by their first byte: keep or skip all its segments.
-        if body.len == 0 || !sampled(body.seq, body.ack, ctx.cfg.sample_every) {
+        if body.len == 0 {
             return;
         }
         // tcp_transmit_skb() runs before snd_nxt advances past new data.
@@ -136,6 +142,13 @@ impl TxFlow {
             let seq = body.seq.wrapping_add(offset);
             let len = seg_len.min(body.len - offset);
             offset += len;
+            if !sampled_byte(seq, ctx.cfg.sample_every) {
+                continue;
+            }
+            // Followed to the driver by a kept byte: the GSO piece holding it is kept.
+            if queued.segments.iter().all(|&n| n == 0) {
+                queued.seq = seq;
+            }
             let (class, waited) = self.classify(seq, len, ts_ns, retransmit, ctx.cfg.held_after_ns);
             let path = PathId::tx(class);
             ctx.rec.packets(path, 1);
@@ -269,9 +282,13 @@ impl TxFlow {
         ctx.counters.tx_complete += q.tcp_measured as u64;
     }
 
-    /// A drop of an skb still between queue and driver.
-    pub fn on_drop(&mut self, seq: u32, ctx: &mut Ctx) -> bool {
-        let Some(i) = self.queued.iter().position(|q| q.seq == seq) else {
+    /// A drop of an skb (payload `[seq, seq + len)`) still between queue and driver.
+    pub fn on_drop(&mut self, seq: u32, len: u32, ctx: &mut Ctx) -> bool {
+        let Some(i) = self
+            .queued
+            .iter()
+            .position(|q| seq_within(q.seq, seq, len.max(1)))
+        else {
             return false;
         };
         self.queued.remove(i);

@@ -348,15 +348,14 @@ fewer records per packet (dev_xmit folded into dev_start_xmit, netif_receive dro
 rx_entry already saw the packet: an ABI change), the kernel-side remedies below, and a \
 collector that writes raw records without decoding them on the hot path.";
 
-const WHY_SAMPLED: &str = "With 1/64 sampling every probe still runs, and much is still \
-sent: the socket events (sendmsg, data_ready, copy_datagram, app_read) and merged skbs are \
-always kept, because sampling them on their own keys biased the path latencies 10-30x (a kept \
-packet's socket hops were timed by unrelated events); packet probes must probe-read the IP/TCP \
-headers to learn the (seq, ack) the decision is keyed on; napi_poll is never sampled (one \
-record per poll). Sampled runs therefore send 5-10x more than 1/64 of the full run's events. \
-What would close it: per-flow sampling (a flow kept or dropped whole, socket events included) \
-or the socket events keyed on the sampled packets' sequence ranges in BPF, a smaller first read \
-(the 8 bytes of seq/ack) before the full parse, and napi_poll sampled by time.";
+const WHY_SAMPLED: &str = "With 1/64 sampling every probe still runs: sampling keeps 16 KiB \
+blocks of each flow's sequence space, and an event is kept when the bytes it handles (a packet, \
+a merged skb, a sendmsg copy, the readable or read bytes) touch a chosen block, so packet probes \
+must probe-read the IP/TCP headers to learn the range the decision is keyed on. A 64 KiB skb or \
+copy touches up to 5 blocks, so such events are kept about 5 times in 64; napi_poll is never \
+sampled (one record per poll) and is most of what a sampled bulk run sends. What would close \
+it: a smaller first read (the 8 bytes of seq/ack) before the full parse, and napi_poll sampled \
+by time.";
 
 const WHY_VERSUS: &str = "tcpdump records one 128-byte header per packet at one \
 device, tenge-trace about a dozen records per packet across the stack, so full per-packet \
