@@ -47,6 +47,11 @@ pub struct TraceMeta {
     pub filters: serde_json::Value,
     /// 1-in-N packet sampling (1 = every packet).
     pub sample_every: u32,
+    /// The sequence-space block sampling chose by ([`crate::event::SAMPLE_BLOCK`]);
+    /// 0 in files from before block sampling, whose sampled events the
+    /// analyses cannot follow.
+    #[serde(default)]
+    pub sample_block_bytes: u32,
     /// The command traced with `record -- CMD`, if any.
     pub command: Vec<String>,
     /// Size of a record of each kind, by kind name: the file describes its own layout.
@@ -72,6 +77,7 @@ impl TraceMeta {
                 - clock_ns(libc::CLOCK_MONOTONIC) as i64,
             started_unix_ns: clock_ns(libc::CLOCK_REALTIME),
             sample_every: 1,
+            sample_block_bytes: crate::event::SAMPLE_BLOCK,
             record_sizes,
             ..Default::default()
         }
@@ -114,6 +120,16 @@ pub enum TraceError {
         crate::abi::TT_ABI_VERSION
     )]
     Abi { path: PathBuf, found: u32 },
+    #[error(
+        "{path}: sampled 1 in {every} by a rule this build does not follow (blocks of {found} B; \
+         this build samples blocks of {} B): record it again",
+        crate::event::SAMPLE_BLOCK
+    )]
+    SampleRule {
+        path: PathBuf,
+        every: u32,
+        found: u32,
+    },
     #[error("{path}: corrupt at byte {offset}: {what}")]
     Corrupt {
         path: PathBuf,
@@ -283,6 +299,14 @@ impl TraceReader {
             return Err(TraceError::Abi {
                 path: path.to_path_buf(),
                 found: reader.meta.abi_version,
+            });
+        }
+        let meta = &reader.meta;
+        if meta.sample_every > 1 && meta.sample_block_bytes != crate::event::SAMPLE_BLOCK {
+            return Err(TraceError::SampleRule {
+                path: path.to_path_buf(),
+                every: meta.sample_every,
+                found: meta.sample_block_bytes,
             });
         }
         Ok(reader)
@@ -514,6 +538,41 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tt-trace-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir.join(name)
+    }
+
+    #[test]
+    fn sampled_files_of_another_rule_are_refused() {
+        let path = tmp("old-rule.ttr");
+        let mut meta = TraceMeta::for_this_host();
+        meta.sample_block_bytes = 0; // as before block sampling
+        meta.sample_every = 1;
+        TraceWriter::create(&path, &meta)
+            .unwrap()
+            .finish(&TraceSummary::default())
+            .unwrap();
+        assert!(
+            TraceReader::open(&path).is_ok(),
+            "unsampled: nothing to follow"
+        );
+        meta.sample_every = 64;
+        TraceWriter::create(&path, &meta)
+            .unwrap()
+            .finish(&TraceSummary::default())
+            .unwrap();
+        let err = TraceReader::open(&path).err().expect("refused");
+        assert!(
+            matches!(
+                err,
+                TraceError::SampleRule {
+                    every: 64,
+                    found: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("record it again"), "{err}");
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
