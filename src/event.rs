@@ -245,11 +245,30 @@ pub fn abi_addr(ip: IpAddr) -> (u8, [u8; 16]) {
 
 /// A connection as seen from one socket: its network namespace and both ends,
 /// local first. Packet events are turned around to the receiving socket's view.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FlowKey {
     pub netns: u32,
     pub local: SocketAddr,
     pub remote: SocketAddr,
+}
+
+/// Every event looks a key up: one word per IPv4 end instead of the derived
+/// hash's length-prefixed octets, discriminants and port, field by field.
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u32(self.netns);
+        for end in [self.local, self.remote] {
+            match end {
+                SocketAddr::V4(a) => {
+                    state.write_u64(u64::from(a.ip().to_bits()) << 16 | u64::from(a.port()))
+                }
+                SocketAddr::V6(a) => {
+                    state.write_u128(a.ip().to_bits());
+                    state.write_u16(a.port());
+                }
+            }
+        }
+    }
 }
 
 impl FlowKey {

@@ -29,8 +29,8 @@ mod tx;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};
+use crate::flow::FastMap;
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
-use std::collections::HashMap;
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
 pub fn seq_before(a: u32, b: u32) -> bool {
@@ -129,7 +129,7 @@ const SWEEP_EVERY_NS: u64 = 100_000_000;
 pub struct PathAnalyzer {
     cfg: PathConfig,
     flows: Vec<Flow>,
-    index: HashMap<FlowKey, usize>,
+    index: FastMap<FlowKey, usize>,
     last_flow: Option<(FlowKey, usize)>,
     overall: PathTable,
     napi: Vec<NapiAcc>,
@@ -149,7 +149,7 @@ impl PathAnalyzer {
         PathAnalyzer {
             cfg,
             flows: Vec::new(),
-            index: HashMap::new(),
+            index: FastMap::default(),
             last_flow: None,
             overall: PathTable::default(),
             napi: Vec::new(),
