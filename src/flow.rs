@@ -87,14 +87,18 @@ impl FlowTable {
 
     /// Accounts the event to its socket and returns the socket's cookie, if known.
     pub fn observe(&mut self, ev: &Event) -> Option<u64> {
-        let cookie = self.cookie_of(ev)?;
-        let outgoing = self.is_outgoing(ev);
+        self.observe_keyed(ev, socket_key(ev))
+    }
+
+    /// [`observe`](Self::observe) with the event's [`socket_key`] computed by the caller.
+    pub(crate) fn observe_keyed(&mut self, ev: &Event, key: Option<FlowKey>) -> Option<u64> {
+        let own = self.own_cookie(ev);
+        let cookie = self.cookie_keyed(ev, own, key)?;
         // A socket's addresses come from events that carry its own cookie, and
         // only once both ports are known: state changes before connect() picks
         // a port, or after the port went to a time-wait socket, carry port 0.
-        let key = self
-            .own_cookie(ev)
-            .and_then(|_| FlowKey::of(ev, outgoing))
+        let key = own
+            .and(key)
             .filter(|k| k.local.port() != 0 && k.remote.port() != 0);
         let flow = match self.by_cookie.entry(cookie) {
             Entry::Occupied(flow) => flow.into_mut(),
@@ -102,12 +106,12 @@ impl FlowTable {
             Entry::Vacant(slot) => slot.insert(FlowInfo {
                 sock_cookie: cookie,
                 netns: ev.hdr.netns,
-                src: unspecified().to_string(),
-                dst: unspecified().to_string(),
+                src: UNSPECIFIED_TEXT.to_string(),
+                dst: UNSPECIFIED_TEXT.to_string(),
                 key: FlowKey {
                     netns: ev.hdr.netns,
-                    local: unspecified(),
-                    remote: unspecified(),
+                    local: UNSPECIFIED,
+                    remote: UNSPECIFIED,
                 },
                 first_ns: ev.hdr.ts_ns,
                 last_ns: ev.hdr.ts_ns,
@@ -142,11 +146,14 @@ impl FlowTable {
 
     /// The cookie of the socket an event belongs to, without recording anything.
     pub fn cookie_of(&self, ev: &Event) -> Option<u64> {
-        if let Some(cookie) = self.own_cookie(ev) {
-            return Some(cookie);
+        self.cookie_keyed(ev, self.own_cookie(ev), socket_key(ev))
+    }
+
+    fn cookie_keyed(&self, ev: &Event, own: Option<u64>, key: Option<FlowKey>) -> Option<u64> {
+        if own.is_some() {
+            return own;
         }
-        let key = FlowKey::of(ev, self.is_outgoing(ev))?;
-        self.by_key.get(&key).copied().or_else(|| {
+        self.by_key.get(&key?).copied().or_else(|| {
             // A drop can be on either path: try the other direction too.
             matches!(ev.body, Body::KfreeSkb(_))
                 .then(|| FlowKey::of(ev, true))
@@ -161,16 +168,9 @@ impl FlowTable {
     fn own_cookie(&self, ev: &Event) -> Option<u64> {
         match ev.hdr.sock_cookie {
             0 => None,
-            _ if ev.is_packet_event() && !self.is_outgoing(ev) => None,
+            _ if ev.is_packet_event() && !is_outgoing(ev) => None,
             cookie => Some(cookie),
         }
-    }
-
-    fn is_outgoing(&self, ev: &Event) -> bool {
-        matches!(
-            ev.body,
-            Body::DevStartXmit(_) | Body::DevXmit(_) | Body::WindowAdv(_)
-        )
     }
 
     pub fn get(&self, cookie: u64) -> Option<&FlowInfo> {
@@ -205,9 +205,25 @@ impl FlowTable {
     }
 }
 
-fn unspecified() -> std::net::SocketAddr {
-    std::net::SocketAddr::from(([0, 0, 0, 0], 0))
+/// The key of the socket an event is about: the sender's for packets on their
+/// way out, the receiver's for the rest, the socket's own for socket events.
+pub fn socket_key(ev: &Event) -> Option<FlowKey> {
+    FlowKey::of(ev, is_outgoing(ev))
 }
+
+fn is_outgoing(ev: &Event) -> bool {
+    matches!(
+        ev.body,
+        Body::DevStartXmit(_) | Body::DevXmit(_) | Body::WindowAdv(_)
+    )
+}
+
+/// Ends not known yet, and as text (not formatted for every new socket).
+const UNSPECIFIED: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::UNSPECIFIED,
+    0,
+));
+const UNSPECIFIED_TEXT: &str = "0.0.0.0:0";
 
 #[cfg(test)]
 mod tests {
@@ -267,7 +283,9 @@ mod tests {
             Body::State(Default::default()),
         );
         table.observe(&closing);
-        assert_eq!(table.get(5).unwrap().key.local.port(), 0);
+        let unnamed = table.get(5).unwrap();
+        assert_eq!(unnamed.key.local.port(), 0);
+        assert_eq!(unnamed.src, UNSPECIFIED.to_string());
         let data = Event::new(
             hdr(5, 1, "198.18.0.1:40000", "198.18.0.2:5201"),
             Body::TcpRcv(Default::default()),

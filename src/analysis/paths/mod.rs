@@ -29,7 +29,7 @@ mod tx;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};
-use crate::flow::FastMap;
+use crate::flow::{socket_key, FastMap};
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
@@ -160,6 +160,11 @@ impl PathAnalyzer {
     }
 
     pub fn push(&mut self, ev: &Event) {
+        self.push_keyed(ev, socket_key(ev));
+    }
+
+    /// [`push`](Self::push) with the event's [`socket_key`] computed by the caller.
+    pub(crate) fn push_keyed(&mut self, ev: &Event, key: Option<FlowKey>) {
         let (ts, skb, cpu) = (ev.hdr.ts_ns, ev.hdr.skb, ev.hdr.cpu);
         if ts > self.now_ns {
             self.now_ns = ts;
@@ -170,27 +175,31 @@ impl PathAnalyzer {
         }
         match &ev.body {
             Body::NapiPoll(p) => self.napi_poll(p.ifindex, p.work, p.budget),
-            Body::Sendmsg(b) => self.with_flow(ev, true, |f, ctx| f.tx.on_sendmsg(ts, b, ctx)),
-            Body::WindowAdv(b) => {
-                self.with_flow(ev, b.len > 0, |f, ctx| f.tx.on_queue(ts, skb, cpu, b, ctx))
-            }
+            Body::Sendmsg(b) => self.with_flow(ev, key, true, |f, ctx| f.tx.on_sendmsg(ts, b, ctx)),
+            Body::WindowAdv(b) => self.with_flow(ev, key, b.len > 0, |f, ctx| {
+                f.tx.on_queue(ts, skb, cpu, b, ctx)
+            }),
             Body::DevStartXmit(p) => {
-                self.with_flow(ev, false, |f, _| f.tx.on_start_xmit(ts, skb, cpu, p))
+                self.with_flow(ev, key, false, |f, _| f.tx.on_start_xmit(ts, skb, cpu, p))
             }
             Body::DevXmit(p) => {
-                self.with_flow(ev, false, |f, ctx| f.tx.on_xmit(ts, skb, cpu, p, ctx))
+                self.with_flow(ev, key, false, |f, ctx| f.tx.on_xmit(ts, skb, cpu, p, ctx))
             }
-            Body::RxEntry(p) => self.with_flow(ev, p.len > 0, |f, ctx| f.rx.on_entry(ts, p, ctx)),
-            Body::NetifReceive(p) => {
-                self.with_flow(ev, p.len > 0, |f, ctx| f.rx.on_netif_receive(ts, p, ctx))
+            Body::RxEntry(p) => {
+                self.with_flow(ev, key, p.len > 0, |f, ctx| f.rx.on_entry(ts, p, ctx))
             }
-            Body::TcpRcv(b) => self.with_flow(ev, b.len > 0, |f, ctx| {
+            Body::NetifReceive(p) => self.with_flow(ev, key, p.len > 0, |f, ctx| {
+                f.rx.on_netif_receive(ts, p, ctx)
+            }),
+            Body::TcpRcv(b) => self.with_flow(ev, key, b.len > 0, |f, ctx| {
                 f.tx.on_ack(b);
                 f.rx.on_tcp_rcv(ts, b, ctx)
             }),
-            Body::DataReady(b) => self.with_flow(ev, false, |f, _| f.rx.on_data_ready(ts, b)),
-            Body::CopyDatagram(b) => self.with_flow(ev, false, |f, _| f.rx.on_copy(ts, b)),
-            Body::AppRead(b) => self.with_flow(ev, false, |f, ctx| f.rx.on_app_read(ts, b, ctx)),
+            Body::DataReady(b) => self.with_flow(ev, key, false, |f, _| f.rx.on_data_ready(ts, b)),
+            Body::CopyDatagram(b) => self.with_flow(ev, key, false, |f, _| f.rx.on_copy(ts, b)),
+            Body::AppRead(b) => {
+                self.with_flow(ev, key, false, |f, ctx| f.rx.on_app_read(ts, b, ctx))
+            }
             Body::KfreeSkb(b) => self.kfree_skb(ev, b.seq),
             Body::State(_) | Body::Retransmit(_) | Body::CpuSample(_) => {}
         }
@@ -243,15 +252,16 @@ impl PathAnalyzer {
         out
     }
 
-    /// Device-layer packets name the flow by addresses: outgoing ones
-    /// (start_xmit, xmit) from the sender's side, the rest from the receiver's.
-    fn flow_key(ev: &Event) -> Option<FlowKey> {
-        let outgoing = matches!(ev.body, Body::DevStartXmit(_) | Body::DevXmit(_));
-        FlowKey::of(ev, outgoing)
-    }
-
-    fn with_flow(&mut self, ev: &Event, create: bool, f: impl FnOnce(&mut Pending, &mut Ctx)) {
-        let Some(key) = Self::flow_key(ev) else {
+    /// Device-layer packets name the flow by addresses ([`socket_key`]):
+    /// outgoing ones (start_xmit, xmit) from the sender's side, the rest from the receiver's.
+    fn with_flow(
+        &mut self,
+        ev: &Event,
+        key: Option<FlowKey>,
+        create: bool,
+        f: impl FnOnce(&mut Pending, &mut Ctx),
+    ) {
+        let Some(key) = key else {
             return;
         };
         let Some(i) = self.flow_index(key, create) else {
