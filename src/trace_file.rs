@@ -306,6 +306,29 @@ impl TraceReader {
                 return Ok(None);
             }
         }
+        self.decode_next().map(Some)
+    }
+
+    /// Reads every event and the trailer.
+    pub fn for_each(&mut self, mut f: impl FnMut(&Event)) -> Result<&TraceSummary, TraceError> {
+        loop {
+            // Block by block: the per-event loop only decodes.
+            while self.pos < self.block.len() {
+                f(&self.decode_next()?);
+            }
+            if self.summary.is_some() || !self.next_block()? {
+                break;
+            }
+        }
+        Ok(self
+            .summary
+            .as_ref()
+            .expect("the loop ends only after the trailer"))
+    }
+
+    /// The record at `pos`, which is inside the current block.
+    #[inline]
+    fn decode_next(&mut self) -> Result<Event, TraceError> {
         let rest = &self.block[self.pos..];
         let kind = rest
             .get(std::mem::offset_of!(crate::abi::tt_hdr, kind))
@@ -322,18 +345,7 @@ impl TraceReader {
             Event::decode(&rest[..len]).map_err(|e: DecodeError| self.corrupt(e.to_string()))?;
         self.pos += len;
         self.events += 1;
-        Ok(Some(ev))
-    }
-
-    /// Reads every event and the trailer.
-    pub fn for_each(&mut self, mut f: impl FnMut(&Event)) -> Result<&TraceSummary, TraceError> {
-        while let Some(ev) = self.next_event()? {
-            f(&ev);
-        }
-        Ok(self
-            .summary
-            .as_ref()
-            .expect("next_event returns None only after the trailer"))
+        Ok(ev)
     }
 
     fn next_block(&mut self) -> Result<bool, TraceError> {
