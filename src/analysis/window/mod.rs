@@ -214,7 +214,7 @@ impl Flow {
                         );
                         self.stall_ended(t, StallSide::Receiver, cfg, peer, out);
                     }
-                    self.check_clamp(ts, cfg, peer, out);
+                    self.check_clamp(ts, &c, cfg, peer, out);
                 }
                 self.limits.advance(ts);
                 self.limits.state.merge_window_adv(w);
@@ -319,7 +319,15 @@ impl Flow {
         self.alert(out, s.end_ns, AlertKind::SwsStall, message);
     }
 
-    fn check_clamp(&mut self, ts: u64, cfg: &WindowConfig, peer: &PeerView, out: &mut Vec<Alert>) {
+    /// `latest`: the window just classified.
+    fn check_clamp(
+        &mut self,
+        ts: u64,
+        latest: &Classified,
+        cfg: &WindowConfig,
+        peer: &PeerView,
+        out: &mut Vec<Alert>,
+    ) {
         let Some((fraction, free, lost)) = self.rx.recent_loss() else {
             return;
         };
@@ -332,14 +340,14 @@ impl Flow {
         let cost = bps(lost, f64::from(self.srtt_us(peer))).map_or(String::new(), |b| {
             format!(", {} at srtt {} µs", rate(b), self.srtt_us(peer))
         });
-        let cause = match self.rx.last {
-            Some(c) if c.class == WindowClass::Clamped65535 => {
+        let cause = match latest {
+            c if c.class == WindowClass::Clamped65535 => {
                 "the 65535 header clamp (no window scaling)".to_string()
             }
-            Some(c) if c.class == WindowClass::WscaleAligned => {
+            c if c.class == WindowClass::WscaleAligned => {
                 format!("alignment to 1 << {}", self.rx.rcv_wscale)
             }
-            Some(c) if c.above_ssthresh > 0 => format!(
+            c if c.above_ssthresh > 0 => format!(
                 "rounding down to rcv_mss {} under the soft cap rcv_ssthresh {}",
                 self.rx.rcv_mss, c.selection.offerable
             ),

@@ -181,7 +181,6 @@ pub(super) struct ReceiverSide {
     pub scaling_ratio: u8,
     pub window_clamp: u32,
     pub rcv_nxt: u32,
-    pub last: Option<Classified>,
     report: ReceiveWindow,
     /// free space, advertised, sender-usable, lost.
     means: TimeWeighted<4>,
@@ -203,7 +202,6 @@ impl Default for ReceiverSide {
             scaling_ratio: 0,
             window_clamp: 0,
             rcv_nxt: 0,
-            last: None,
             report: ReceiveWindow::default(),
             means: TimeWeighted::default(),
             loss_ring: [(0, 0); LOSS_EVENTS],
@@ -322,16 +320,14 @@ impl ReceiverSide {
         self.means
             .set(ts_ns, [free, u64::from(header), usable, lost]);
         self.push_loss(lost, free);
-        let classified = Classified {
+        Some(Classified {
             class,
             selection,
             header,
             free,
             lost,
             above_ssthresh,
-        };
-        self.last = Some(classified);
-        Some(classified)
+        })
     }
 
     fn push_loss(&mut self, lost: u64, free: u64) {
