@@ -122,16 +122,18 @@ impl SenderState {
 }
 
 /// Time per limit over the last `span_ns`, in `BUCKETS` slots aligned to absolute time.
+/// In C order: the slots, of which an event touches one, last.
 #[derive(Debug)]
+#[repr(C)]
 struct RecentWindow {
     bucket_ns: u64,
     /// Absolute index (`t / bucket_ns`) of the newest slot.
     head: u64,
-    /// Per slot: ns rwnd, cwnd, sndbuf, and all observed time.
-    slots: [[u64; 4]; BUCKETS],
     /// The slots summed, kept as they change: every ACK reads the fractions,
     /// and summing the slots then read four cache lines per socket.
     sum: [u64; 4],
+    /// Per slot: ns rwnd, cwnd, sndbuf, and all observed time.
+    slots: [[u64; 4]; BUCKETS],
 }
 
 const BUCKETS: usize = 8;
@@ -298,15 +300,16 @@ pub struct LimitsReport {
     pub kernel: Option<KernelChrono>,
 }
 
-/// Accumulates time per limit for one socket.
+/// Accumulates time per limit for one socket; in C order, like `RecentWindow`.
 #[derive(Debug)]
+#[repr(C)]
 pub(super) struct LimitTracker {
     pub state: SenderState,
     last_ns: Option<u64>,
     /// ns per limit, indexed like `Limit as usize`.
     ns: [u64; 6],
-    recent: RecentWindow,
     pub chrono: Option<ChronoSample>,
+    recent: RecentWindow,
 }
 
 impl LimitTracker {

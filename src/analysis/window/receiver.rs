@@ -170,25 +170,27 @@ pub struct ReceiveWindow {
 /// Per-event loss history for the `mss_clamp` alert: the last `LOSS_EVENTS` windows.
 const LOSS_EVENTS: usize = 32;
 
+/// In C order: what every window touches first, the ring (one entry a window) last.
 #[derive(Debug)]
+#[repr(C)]
 pub(super) struct ReceiverSide {
-    prior: Option<PriorOffer>,
-    /// The `rcv_wnd` of our SYN, the offer standing at the first ACK.
-    syn_offer: Option<u32>,
     pub rcv_mss: u32,
+    pub window_clamp: u32,
+    pub rcv_nxt: u32,
     pub advmss: u16,
     pub rcv_wscale: u8,
     pub scaling_ratio: u8,
-    pub window_clamp: u32,
-    pub rcv_nxt: u32,
-    report: ReceiveWindow,
-    /// free space, advertised, sender-usable, lost.
-    means: TimeWeighted<4>,
-    loss_ring: [(u32, u32); LOSS_EVENTS],
+    prior: Option<PriorOffer>,
+    /// The `rcv_wnd` of our SYN, the offer standing at the first ACK.
+    syn_offer: Option<u32>,
     loss_next: usize,
     loss_filled: usize,
     loss_sum: u64,
     free_sum: u64,
+    /// free space, advertised, sender-usable, lost.
+    means: TimeWeighted<4>,
+    report: ReceiveWindow,
+    loss_ring: [(u32, u32); LOSS_EVENTS],
 }
 
 impl Default for ReceiverSide {
