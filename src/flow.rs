@@ -10,6 +10,7 @@ use serde::Serialize;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::net::SocketAddr;
 
 /// rustc's FxHash: a multiply and a rotate per word. Every event looks up
 /// its flow, and SipHash (std's default, built against hash flooding) was a
@@ -54,6 +55,49 @@ impl Hasher for FastHasher {
 /// A HashMap with [`FastHasher`].
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
+/// A map by [`FlowKey`] that keeps IPv4 keys in 20 bytes, not 68: with 10k
+/// sockets the table then stays in cache, and a lookup compares three words.
+#[derive(Debug)]
+pub struct KeyMap<V> {
+    v4: FastMap<(u32, u64, u64), V>,
+    other: FastMap<FlowKey, V>,
+}
+
+impl<V> Default for KeyMap<V> {
+    fn default() -> Self {
+        KeyMap {
+            v4: FastMap::default(),
+            other: FastMap::default(),
+        }
+    }
+}
+
+impl<V> KeyMap<V> {
+    /// The IPv4 form of a key: namespace, then each end as address << 16 | port.
+    fn v4(key: &FlowKey) -> Option<(u32, u64, u64)> {
+        let end =
+            |a: &std::net::SocketAddrV4| u64::from(a.ip().to_bits()) << 16 | u64::from(a.port());
+        match (key.local, key.remote) {
+            (SocketAddr::V4(l), SocketAddr::V4(r)) => Some((key.netns, end(&l), end(&r))),
+            _ => None,
+        }
+    }
+
+    pub fn get(&self, key: &FlowKey) -> Option<&V> {
+        match Self::v4(key) {
+            Some(k) => self.v4.get(&k),
+            None => self.other.get(key),
+        }
+    }
+
+    pub fn insert(&mut self, key: FlowKey, value: V) -> Option<V> {
+        match Self::v4(&key) {
+            Some(k) => self.v4.insert(k, value),
+            None => self.other.insert(key, value),
+        }
+    }
+}
+
 /// What the table knows of one socket.
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowInfo {
@@ -77,7 +121,7 @@ pub struct FlowInfo {
 #[derive(Default)]
 pub struct FlowTable {
     by_cookie: FastMap<u64, FlowInfo>,
-    by_key: FastMap<FlowKey, u64>,
+    by_key: KeyMap<u64>,
 }
 
 impl FlowTable {
@@ -320,6 +364,32 @@ mod tests {
             (f.src.as_str(), f.dst.as_str(), f.netns, f.events),
             ("198.18.0.1:40000", "198.18.0.2:5001", 10, 1)
         );
+    }
+
+    #[test]
+    fn key_map_tells_keys_apart_by_every_field() {
+        let key = |netns, local: &str, remote: &str| FlowKey {
+            netns,
+            local: local.parse().unwrap(),
+            remote: remote.parse().unwrap(),
+        };
+        let mut map = KeyMap::default();
+        let keys = [
+            key(1, "10.0.0.1:5000", "10.0.0.2:80"),
+            key(2, "10.0.0.1:5000", "10.0.0.2:80"),
+            key(1, "10.0.0.2:80", "10.0.0.1:5000"),
+            key(1, "10.0.0.1:5001", "10.0.0.2:80"),
+            key(1, "[2001:db8::1]:5000", "[2001:db8::2]:80"),
+            key(1, "[::ffff:10.0.0.1]:5000", "10.0.0.2:80"),
+        ];
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(map.insert(*k, i), None);
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(map.get(k), Some(&i));
+        }
+        assert_eq!(map.insert(keys[4], 9), Some(4));
+        assert_eq!(map.get(&key(3, "10.0.0.1:5000", "10.0.0.2:80")), None);
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod tx;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};
-use crate::flow::{socket_key, FastMap};
+use crate::flow::{socket_key, KeyMap};
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
@@ -129,7 +129,7 @@ const SWEEP_EVERY_NS: u64 = 100_000_000;
 pub struct PathAnalyzer {
     cfg: PathConfig,
     flows: Vec<Flow>,
-    index: FastMap<FlowKey, usize>,
+    index: KeyMap<usize>,
     last_flow: Option<(FlowKey, usize)>,
     overall: PathTable,
     napi: Vec<NapiAcc>,
@@ -149,7 +149,7 @@ impl PathAnalyzer {
         PathAnalyzer {
             cfg,
             flows: Vec::new(),
-            index: FastMap::default(),
+            index: KeyMap::default(),
             last_flow: None,
             overall: PathTable::default(),
             napi: Vec::new(),
