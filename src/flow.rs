@@ -120,7 +120,14 @@ pub struct FlowInfo {
 
 #[derive(Default)]
 pub struct FlowTable {
-    by_cookie: FastMap<u64, FlowInfo>,
+    /// Sockets in the order first seen.
+    flows: Vec<FlowInfo>,
+    /// Cookie → index in `flows`: 16-byte entries, where the sockets
+    /// themselves made the table 6 MB at 10k connections. Listings walk this
+    /// map, so ties come out in the map's order, as when it held the sockets.
+    by_cookie: FastMap<u64, usize>,
+    /// The latest cookie looked up and its index: a socket's events come in runs.
+    last: Option<(u64, usize)>,
     by_key: KeyMap<u64>,
 }
 
@@ -144,27 +151,18 @@ impl FlowTable {
         let key = own
             .and(key)
             .filter(|k| k.local.port() != 0 && k.remote.port() != 0);
-        let flow = match self.by_cookie.entry(cookie) {
-            Entry::Occupied(flow) => flow.into_mut(),
-            // Addresses unknown (port 0) until the block below fills them in.
-            Entry::Vacant(slot) => slot.insert(FlowInfo {
-                sock_cookie: cookie,
-                netns: ev.hdr.netns,
-                src: UNSPECIFIED_TEXT.to_string(),
-                dst: UNSPECIFIED_TEXT.to_string(),
-                key: FlowKey {
-                    netns: ev.hdr.netns,
-                    local: UNSPECIFIED,
-                    remote: UNSPECIFIED,
-                },
-                first_ns: ev.hdr.ts_ns,
-                last_ns: ev.hdr.ts_ns,
-                events: 0,
-                bytes_sent: 0,
-                bytes_received: 0,
-                state: 0,
-            }),
+        let i = match self.last {
+            Some((last, i)) if last == cookie => i,
+            _ => match self.by_cookie.entry(cookie) {
+                Entry::Occupied(i) => *i.get(),
+                Entry::Vacant(slot) => {
+                    self.flows.push(new_flow(cookie, ev));
+                    *slot.insert(self.flows.len() - 1)
+                }
+            },
         };
+        self.last = Some((cookie, i));
+        let flow = &mut self.flows[i];
         // The key is registered once, when first known (not on every event);
         // a later socket on the same addresses takes it over.
         if let Some(key) = key {
@@ -218,15 +216,19 @@ impl FlowTable {
     }
 
     pub fn get(&self, cookie: u64) -> Option<&FlowInfo> {
-        self.by_cookie.get(&cookie)
+        self.by_cookie.get(&cookie).map(|&i| &self.flows[i])
+    }
+
+    /// Sockets in the map's order.
+    fn listed(&self) -> impl Iterator<Item = &FlowInfo> {
+        self.by_cookie.values().map(|&i| &self.flows[i])
     }
 
     /// The socket at the other end, when both ends were traced on this host.
     pub fn peer_of(&self, cookie: u64) -> Option<u64> {
-        let key = self.by_cookie.get(&cookie)?.key;
+        let key = self.get(cookie)?.key;
         // The peer may live in another namespace (lab, containers): match the addresses only.
-        self.by_cookie
-            .values()
+        self.listed()
             .find(|f| {
                 f.sock_cookie != cookie && f.key.local == key.remote && f.key.remote == key.local
             })
@@ -235,17 +237,38 @@ impl FlowTable {
 
     /// Flows, busiest first.
     pub fn flows(&self) -> Vec<&FlowInfo> {
-        let mut flows: Vec<&FlowInfo> = self.by_cookie.values().collect();
+        let mut flows: Vec<&FlowInfo> = self.listed().collect();
         flows.sort_by_key(|f| std::cmp::Reverse(f.bytes_sent + f.bytes_received));
         flows
     }
 
     pub fn len(&self) -> usize {
-        self.by_cookie.len()
+        self.flows.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_cookie.is_empty()
+        self.flows.is_empty()
+    }
+}
+
+/// A socket first seen in `ev`: addresses unknown (port 0) until an event of its own names them.
+fn new_flow(cookie: u64, ev: &Event) -> FlowInfo {
+    FlowInfo {
+        sock_cookie: cookie,
+        netns: ev.hdr.netns,
+        src: UNSPECIFIED_TEXT.to_string(),
+        dst: UNSPECIFIED_TEXT.to_string(),
+        key: FlowKey {
+            netns: ev.hdr.netns,
+            local: UNSPECIFIED,
+            remote: UNSPECIFIED,
+        },
+        first_ns: ev.hdr.ts_ns,
+        last_ns: ev.hdr.ts_ns,
+        events: 0,
+        bytes_sent: 0,
+        bytes_received: 0,
+        state: 0,
     }
 }
 
