@@ -130,7 +130,9 @@ pub struct PathAnalyzer {
     cfg: PathConfig,
     flows: Vec<Flow>,
     index: KeyMap<usize>,
-    last_flow: Option<(FlowKey, usize)>,
+    /// The latest key looked up and its flow, if tracked: events come in
+    /// runs per flow, and beyond `max_flows` most find none.
+    last_flow: Option<(FlowKey, Option<usize>)>,
     overall: PathTable,
     napi: Vec<NapiAcc>,
     counters: Counters,
@@ -275,16 +277,19 @@ impl PathAnalyzer {
     }
 
     fn flow_index(&mut self, key: FlowKey, create: bool) -> Option<usize> {
-        if let Some((last, i)) = self.last_flow {
-            if last == key {
-                return Some(i);
+        let found = match self.last_flow {
+            Some((last, found)) if last == key => found,
+            _ => self.index.get(&key).copied(),
+        };
+        let i = match found {
+            Some(i) => i,
+            None if !create => {
+                self.last_flow = Some((key, None));
+                return None;
             }
-        }
-        let i = match self.index.get(&key) {
-            Some(&i) => i,
-            None if !create => return None,
             None if self.flows.len() >= self.cfg.max_flows => {
                 self.counters.evictions.events_over_flow_cap += 1;
+                self.last_flow = Some((key, None));
                 return None;
             }
             None => {
@@ -302,7 +307,7 @@ impl PathAnalyzer {
                 self.flows.len() - 1
             }
         };
-        self.last_flow = Some((key, i));
+        self.last_flow = Some((key, Some(i)));
         Some(i)
     }
 
