@@ -5,7 +5,7 @@
 //! same bytes back, so a trace file stores records verbatim.
 
 use crate::abi::*;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 
 pub use crate::abi::{
     tt_app_read, tt_copy_datagram, tt_cpu_sample, tt_data_ready, tt_hdr, tt_kfree_skb,
@@ -77,6 +77,7 @@ macro_rules! kinds {
 
         impl Event {
             /// Decodes one record. `bytes` must hold exactly one record.
+            #[inline]
             pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 if bytes.len() < std::mem::size_of::<tt_hdr>() {
                     return Err(DecodeError::Short(bytes.len()));
@@ -333,25 +334,59 @@ pub fn abi_addr(ip: IpAddr) -> (u8, [u8; 16]) {
 
 /// A connection as seen from one socket: its network namespace and both ends,
 /// local first. Packet events are turned around to the receiving socket's view.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FlowKey {
     pub netns: u32,
     pub local: SocketAddr,
     pub remote: SocketAddr,
 }
 
+/// Every event looks a key up: one word per IPv4 end instead of the derived
+/// hash's length-prefixed octets, discriminants and port, field by field.
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u32(self.netns);
+        for end in [self.local, self.remote] {
+            match end {
+                SocketAddr::V4(a) => {
+                    state.write_u64(u64::from(a.ip().to_bits()) << 16 | u64::from(a.port()))
+                }
+                SocketAddr::V6(a) => {
+                    state.write_u128(a.ip().to_bits());
+                    state.write_u16(a.port());
+                }
+            }
+        }
+    }
+}
+
 impl FlowKey {
     /// The key of the socket that sent (`outgoing`) or receives this event's packet,
     /// or of the socket itself for socket events. None when the event has no flow.
     pub fn of(ev: &Event, outgoing: bool) -> Option<FlowKey> {
+        let h = &ev.hdr;
+        let turned = ev.is_packet_event() && !outgoing;
+        if h.family as i32 == libc::AF_INET {
+            // Every event builds a key: IPv4 ends are turned around as
+            // numbers and written once, where the path shared with IPv6
+            // moves each end's 16 address bytes one by one.
+            let v4 = |addr: &[u8; 16], port| {
+                let [.., a, b, c, d] = *addr;
+                (u32::from_be_bytes([a, b, c, d]), port)
+            };
+            let (src, dst) = (v4(&h.saddr, h.sport), v4(&h.daddr, h.dport));
+            let (local, remote) = if turned { (dst, src) } else { (src, dst) };
+            let end = |(ip, port)| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from_bits(ip), port));
+            return Some(FlowKey {
+                netns: h.netns,
+                local: end(local),
+                remote: end(remote),
+            });
+        }
         let (src, dst) = (ev.src()?, ev.dst()?);
-        let (local, remote) = if ev.is_packet_event() && !outgoing {
-            (dst, src)
-        } else {
-            (src, dst)
-        };
+        let (local, remote) = if turned { (dst, src) } else { (src, dst) };
         Some(FlowKey {
-            netns: ev.hdr.netns,
+            netns: h.netns,
             local,
             remote,
         })
@@ -487,6 +522,19 @@ mod tests {
         assert_eq!(ev.src().unwrap().to_string(), "10.0.0.1:5000");
         let key = FlowKey::of(&ev, false).unwrap();
         assert_eq!(key.local.to_string(), "10.0.0.2:80");
+        // IPv4 keys take their own path; IPv6 ones the general one.
+        let turned = |ev: &Event| FlowKey {
+            netns: ev.hdr.netns,
+            local: ev.dst().unwrap(),
+            remote: ev.src().unwrap(),
+        };
+        assert_eq!(key, turned(&ev));
+        let mut v6 = ev;
+        v6.hdr.family = libc::AF_INET6 as u8;
+        v6.hdr.saddr = "2001:db8::1".parse::<Ipv6Addr>().unwrap().octets();
+        let key6 = FlowKey::of(&v6, false).unwrap();
+        assert_eq!(key6, turned(&v6));
+        assert_eq!(key6.remote.to_string(), "[2001:db8::1]:5000");
         let sock = Event::new(hdr(), Body::DataReady(Default::default()));
         assert_eq!(
             FlowKey::of(&sock, false).unwrap().local.to_string(),

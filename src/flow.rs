@@ -10,6 +10,7 @@ use serde::Serialize;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::net::SocketAddr;
 
 /// rustc's FxHash: a multiply and a rotate per word. Every event looks up
 /// its flow, and SipHash (std's default, built against hash flooding) was a
@@ -54,6 +55,49 @@ impl Hasher for FastHasher {
 /// A HashMap with [`FastHasher`].
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
+/// A map by [`FlowKey`] that keeps IPv4 keys in 20 bytes, not 68: with 10k
+/// sockets the table then stays in cache, and a lookup compares three words.
+#[derive(Debug)]
+pub struct KeyMap<V> {
+    v4: FastMap<(u32, u64, u64), V>,
+    other: FastMap<FlowKey, V>,
+}
+
+impl<V> Default for KeyMap<V> {
+    fn default() -> Self {
+        KeyMap {
+            v4: FastMap::default(),
+            other: FastMap::default(),
+        }
+    }
+}
+
+impl<V> KeyMap<V> {
+    /// The IPv4 form of a key: namespace, then each end as address << 16 | port.
+    fn v4(key: &FlowKey) -> Option<(u32, u64, u64)> {
+        let end =
+            |a: &std::net::SocketAddrV4| u64::from(a.ip().to_bits()) << 16 | u64::from(a.port());
+        match (key.local, key.remote) {
+            (SocketAddr::V4(l), SocketAddr::V4(r)) => Some((key.netns, end(&l), end(&r))),
+            _ => None,
+        }
+    }
+
+    pub fn get(&self, key: &FlowKey) -> Option<&V> {
+        match Self::v4(key) {
+            Some(k) => self.v4.get(&k),
+            None => self.other.get(key),
+        }
+    }
+
+    pub fn insert(&mut self, key: FlowKey, value: V) -> Option<V> {
+        match Self::v4(&key) {
+            Some(k) => self.v4.insert(k, value),
+            None => self.other.insert(key, value),
+        }
+    }
+}
+
 /// What the table knows of one socket.
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowInfo {
@@ -76,8 +120,15 @@ pub struct FlowInfo {
 
 #[derive(Default)]
 pub struct FlowTable {
-    by_cookie: FastMap<u64, FlowInfo>,
-    by_key: FastMap<FlowKey, u64>,
+    /// Sockets in the order first seen.
+    flows: Vec<FlowInfo>,
+    /// Cookie → index in `flows`: 16-byte entries, where the sockets
+    /// themselves made the table 6 MB at 10k connections. Listings walk this
+    /// map, so ties come out in the map's order, as when it held the sockets.
+    by_cookie: FastMap<u64, usize>,
+    /// The latest cookie looked up and its index: a socket's events come in runs.
+    last: Option<(u64, usize)>,
+    by_key: KeyMap<u64>,
 }
 
 impl FlowTable {
@@ -87,36 +138,31 @@ impl FlowTable {
 
     /// Accounts the event to its socket and returns the socket's cookie, if known.
     pub fn observe(&mut self, ev: &Event) -> Option<u64> {
-        let cookie = self.cookie_of(ev)?;
-        let outgoing = self.is_outgoing(ev);
+        self.observe_keyed(ev, socket_key(ev))
+    }
+
+    /// [`observe`](Self::observe) with the event's [`socket_key`] computed by the caller.
+    pub(crate) fn observe_keyed(&mut self, ev: &Event, key: Option<FlowKey>) -> Option<u64> {
+        let own = self.own_cookie(ev);
+        let cookie = self.cookie_keyed(ev, own, key)?;
         // A socket's addresses come from events that carry its own cookie, and
         // only once both ports are known: state changes before connect() picks
         // a port, or after the port went to a time-wait socket, carry port 0.
-        let key = self
-            .own_cookie(ev)
-            .and_then(|_| FlowKey::of(ev, outgoing))
+        let key = own
+            .and(key)
             .filter(|k| k.local.port() != 0 && k.remote.port() != 0);
-        let flow = match self.by_cookie.entry(cookie) {
-            Entry::Occupied(flow) => flow.into_mut(),
-            // Addresses unknown (port 0) until the block below fills them in.
-            Entry::Vacant(slot) => slot.insert(FlowInfo {
-                sock_cookie: cookie,
-                netns: ev.hdr.netns,
-                src: unspecified().to_string(),
-                dst: unspecified().to_string(),
-                key: FlowKey {
-                    netns: ev.hdr.netns,
-                    local: unspecified(),
-                    remote: unspecified(),
-                },
-                first_ns: ev.hdr.ts_ns,
-                last_ns: ev.hdr.ts_ns,
-                events: 0,
-                bytes_sent: 0,
-                bytes_received: 0,
-                state: 0,
-            }),
+        let i = match self.last {
+            Some((last, i)) if last == cookie => i,
+            _ => match self.by_cookie.entry(cookie) {
+                Entry::Occupied(i) => *i.get(),
+                Entry::Vacant(slot) => {
+                    self.flows.push(new_flow(cookie, ev));
+                    *slot.insert(self.flows.len() - 1)
+                }
+            },
         };
+        self.last = Some((cookie, i));
+        let flow = &mut self.flows[i];
         // The key is registered once, when first known (not on every event);
         // a later socket on the same addresses takes it over.
         if let Some(key) = key {
@@ -142,11 +188,14 @@ impl FlowTable {
 
     /// The cookie of the socket an event belongs to, without recording anything.
     pub fn cookie_of(&self, ev: &Event) -> Option<u64> {
-        if let Some(cookie) = self.own_cookie(ev) {
-            return Some(cookie);
+        self.cookie_keyed(ev, self.own_cookie(ev), socket_key(ev))
+    }
+
+    fn cookie_keyed(&self, ev: &Event, own: Option<u64>, key: Option<FlowKey>) -> Option<u64> {
+        if own.is_some() {
+            return own;
         }
-        let key = FlowKey::of(ev, self.is_outgoing(ev))?;
-        self.by_key.get(&key).copied().or_else(|| {
+        self.by_key.get(&key?).copied().or_else(|| {
             // A drop can be on either path: try the other direction too.
             matches!(ev.body, Body::KfreeSkb(_))
                 .then(|| FlowKey::of(ev, true))
@@ -161,28 +210,25 @@ impl FlowTable {
     fn own_cookie(&self, ev: &Event) -> Option<u64> {
         match ev.hdr.sock_cookie {
             0 => None,
-            _ if ev.is_packet_event() && !self.is_outgoing(ev) => None,
+            _ if ev.is_packet_event() && !is_outgoing(ev) => None,
             cookie => Some(cookie),
         }
     }
 
-    fn is_outgoing(&self, ev: &Event) -> bool {
-        matches!(
-            ev.body,
-            Body::DevStartXmit(_) | Body::DevXmit(_) | Body::WindowAdv(_)
-        )
+    pub fn get(&self, cookie: u64) -> Option<&FlowInfo> {
+        self.by_cookie.get(&cookie).map(|&i| &self.flows[i])
     }
 
-    pub fn get(&self, cookie: u64) -> Option<&FlowInfo> {
-        self.by_cookie.get(&cookie)
+    /// Sockets in the map's order.
+    fn listed(&self) -> impl Iterator<Item = &FlowInfo> {
+        self.by_cookie.values().map(|&i| &self.flows[i])
     }
 
     /// The socket at the other end, when both ends were traced on this host.
     pub fn peer_of(&self, cookie: u64) -> Option<u64> {
-        let key = self.by_cookie.get(&cookie)?.key;
+        let key = self.get(cookie)?.key;
         // The peer may live in another namespace (lab, containers): match the addresses only.
-        self.by_cookie
-            .values()
+        self.listed()
             .find(|f| {
                 f.sock_cookie != cookie && f.key.local == key.remote && f.key.remote == key.local
             })
@@ -191,23 +237,60 @@ impl FlowTable {
 
     /// Flows, busiest first.
     pub fn flows(&self) -> Vec<&FlowInfo> {
-        let mut flows: Vec<&FlowInfo> = self.by_cookie.values().collect();
+        let mut flows: Vec<&FlowInfo> = self.listed().collect();
         flows.sort_by_key(|f| std::cmp::Reverse(f.bytes_sent + f.bytes_received));
         flows
     }
 
     pub fn len(&self) -> usize {
-        self.by_cookie.len()
+        self.flows.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_cookie.is_empty()
+        self.flows.is_empty()
     }
 }
 
-fn unspecified() -> std::net::SocketAddr {
-    std::net::SocketAddr::from(([0, 0, 0, 0], 0))
+/// A socket first seen in `ev`: addresses unknown (port 0) until an event of its own names them.
+fn new_flow(cookie: u64, ev: &Event) -> FlowInfo {
+    FlowInfo {
+        sock_cookie: cookie,
+        netns: ev.hdr.netns,
+        src: UNSPECIFIED_TEXT.to_string(),
+        dst: UNSPECIFIED_TEXT.to_string(),
+        key: FlowKey {
+            netns: ev.hdr.netns,
+            local: UNSPECIFIED,
+            remote: UNSPECIFIED,
+        },
+        first_ns: ev.hdr.ts_ns,
+        last_ns: ev.hdr.ts_ns,
+        events: 0,
+        bytes_sent: 0,
+        bytes_received: 0,
+        state: 0,
+    }
 }
+
+/// The key of the socket an event is about: the sender's for packets on their
+/// way out, the receiver's for the rest, the socket's own for socket events.
+pub fn socket_key(ev: &Event) -> Option<FlowKey> {
+    FlowKey::of(ev, is_outgoing(ev))
+}
+
+fn is_outgoing(ev: &Event) -> bool {
+    matches!(
+        ev.body,
+        Body::DevStartXmit(_) | Body::DevXmit(_) | Body::WindowAdv(_)
+    )
+}
+
+/// Ends not known yet, and as text (not formatted for every new socket).
+const UNSPECIFIED: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::UNSPECIFIED,
+    0,
+));
+const UNSPECIFIED_TEXT: &str = "0.0.0.0:0";
 
 #[cfg(test)]
 mod tests {
@@ -267,7 +350,9 @@ mod tests {
             Body::State(Default::default()),
         );
         table.observe(&closing);
-        assert_eq!(table.get(5).unwrap().key.local.port(), 0);
+        let unnamed = table.get(5).unwrap();
+        assert_eq!(unnamed.key.local.port(), 0);
+        assert_eq!(unnamed.src, UNSPECIFIED.to_string());
         let data = Event::new(
             hdr(5, 1, "198.18.0.1:40000", "198.18.0.2:5201"),
             Body::TcpRcv(Default::default()),
@@ -302,6 +387,32 @@ mod tests {
             (f.src.as_str(), f.dst.as_str(), f.netns, f.events),
             ("198.18.0.1:40000", "198.18.0.2:5001", 10, 1)
         );
+    }
+
+    #[test]
+    fn key_map_tells_keys_apart_by_every_field() {
+        let key = |netns, local: &str, remote: &str| FlowKey {
+            netns,
+            local: local.parse().unwrap(),
+            remote: remote.parse().unwrap(),
+        };
+        let mut map = KeyMap::default();
+        let keys = [
+            key(1, "10.0.0.1:5000", "10.0.0.2:80"),
+            key(2, "10.0.0.1:5000", "10.0.0.2:80"),
+            key(1, "10.0.0.2:80", "10.0.0.1:5000"),
+            key(1, "10.0.0.1:5001", "10.0.0.2:80"),
+            key(1, "[2001:db8::1]:5000", "[2001:db8::2]:80"),
+            key(1, "[::ffff:10.0.0.1]:5000", "10.0.0.2:80"),
+        ];
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(map.insert(*k, i), None);
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(map.get(k), Some(&i));
+        }
+        assert_eq!(map.insert(keys[4], 9), Some(4));
+        assert_eq!(map.get(&key(3, "10.0.0.1:5000", "10.0.0.2:80")), None);
     }
 
     #[test]

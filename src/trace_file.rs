@@ -16,7 +16,7 @@ use crate::event::{record_len, DecodeError, Event};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 pub const MAGIC: [u8; 8] = *b"TENGETR\0";
@@ -250,9 +250,10 @@ impl TraceWriter {
     }
 }
 
-/// Reads a trace: the header on open, then events block by block.
+/// Reads a trace: the header on open, then events block by block, each
+/// straight from the file into one reused buffer (no `BufReader` copy).
 pub struct TraceReader {
-    input: BufReader<File>,
+    input: File,
     path: PathBuf,
     meta: TraceMeta,
     offset: u64,
@@ -269,7 +270,7 @@ impl TraceReader {
             source,
         })?;
         let mut reader = TraceReader {
-            input: BufReader::with_capacity(BLOCK_BYTES, file),
+            input: file,
             path: path.to_path_buf(),
             meta: TraceMeta::default(),
             offset: 0,
@@ -292,7 +293,8 @@ impl TraceReader {
             });
         }
         let (len, sum) = (u32_at(&head, 4), u32_at(&head, 8));
-        let json = reader.read_payload(len, sum, "header")?;
+        let mut json = Vec::new();
+        reader.read_payload(&mut json, len, sum, "header")?;
         reader.meta =
             serde_json::from_slice(&json).map_err(|e| reader.corrupt(format!("header: {e}")))?;
         if reader.meta.abi_version != crate::abi::TT_ABI_VERSION {
@@ -328,6 +330,29 @@ impl TraceReader {
                 return Ok(None);
             }
         }
+        self.decode_next().map(Some)
+    }
+
+    /// Reads every event and the trailer.
+    pub fn for_each(&mut self, mut f: impl FnMut(&Event)) -> Result<&TraceSummary, TraceError> {
+        loop {
+            // Block by block: the per-event loop only decodes.
+            while self.pos < self.block.len() {
+                f(&self.decode_next()?);
+            }
+            if self.summary.is_some() || !self.next_block()? {
+                break;
+            }
+        }
+        Ok(self
+            .summary
+            .as_ref()
+            .expect("the loop ends only after the trailer"))
+    }
+
+    /// The record at `pos`, which is inside the current block.
+    #[inline]
+    fn decode_next(&mut self) -> Result<Event, TraceError> {
         let rest = &self.block[self.pos..];
         let kind = rest
             .get(std::mem::offset_of!(crate::abi::tt_hdr, kind))
@@ -344,18 +369,7 @@ impl TraceReader {
             Event::decode(&rest[..len]).map_err(|e: DecodeError| self.corrupt(e.to_string()))?;
         self.pos += len;
         self.events += 1;
-        Ok(Some(ev))
-    }
-
-    /// Reads every event and the trailer.
-    pub fn for_each(&mut self, mut f: impl FnMut(&Event)) -> Result<&TraceSummary, TraceError> {
-        while let Some(ev) = self.next_event()? {
-            f(&ev);
-        }
-        Ok(self
-            .summary
-            .as_ref()
-            .expect("next_event returns None only after the trailer"))
+        Ok(ev)
     }
 
     fn next_block(&mut self) -> Result<bool, TraceError> {
@@ -371,15 +385,23 @@ impl TraceReader {
         let (count, len, sum) = (u32_at(&head, 4), u32_at(&head, 8), u32_at(&head, 12));
         match head[..4].try_into().unwrap() {
             BLOCK_TAG => {
-                self.block = self.read_payload(len, sum, "event block")?;
+                let mut block = std::mem::take(&mut self.block);
+                let read = self.read_payload(&mut block, len, sum, "event block");
+                self.block = block;
                 self.pos = 0;
+                if let Err(e) = read {
+                    // Nothing of a bad block is decoded, as if it was never read.
+                    self.block.clear();
+                    return Err(e);
+                }
                 if count == 0 {
                     return Err(self.corrupt("empty event block".into()));
                 }
                 Ok(true)
             }
             TRAILER_TAG => {
-                let json = self.read_payload(len, sum, "trailer")?;
+                let mut json = Vec::new();
+                self.read_payload(&mut json, len, sum, "trailer")?;
                 let summary = serde_json::from_slice(&json)
                     .map_err(|e| self.corrupt(format!("trailer: {e}")))?;
                 self.summary = Some(summary);
@@ -400,23 +422,31 @@ impl TraceReader {
         Ok(())
     }
 
-    fn read_payload(&mut self, len: u32, sum: u32, what: &str) -> Result<Vec<u8>, TraceError> {
+    /// Reads a section's payload into `buf` (reused: blocks are all about
+    /// the same size, so it is zeroed once, not per block).
+    fn read_payload(
+        &mut self,
+        buf: &mut Vec<u8>,
+        len: u32,
+        sum: u32,
+        what: &str,
+    ) -> Result<(), TraceError> {
         if len > MAX_SECTION {
             return Err(self.corrupt(format!("{what} claims {len} bytes")));
         }
-        let mut buf = vec![0u8; len as usize];
-        if self.read_exact_or_eof(&mut buf)? < buf.len() {
+        buf.resize(len as usize, 0);
+        if self.read_exact_or_eof(buf)? < buf.len() {
             return Err(TraceError::Truncated {
                 path: self.path.clone(),
                 offset: self.offset,
                 events: self.events,
             });
         }
-        if crc(&buf) != sum {
+        if crc(buf) != sum {
             self.offset -= len as u64;
             return Err(self.corrupt(format!("{what} checksum mismatch")));
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// Reads as much of `buf` as the file has; returns how much was read.

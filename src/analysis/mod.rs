@@ -4,7 +4,7 @@ pub mod paths;
 pub mod window;
 
 use crate::event::Event;
-use crate::flow::{FlowInfo, FlowTable};
+use crate::flow::{socket_key, FlowInfo, FlowTable};
 use paths::{PathAnalyzer, PathConfig, PathReport};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -75,8 +75,10 @@ impl Analysis {
         self.events += 1;
         self.first_ns.get_or_insert(ev.hdr.ts_ns);
         self.last_ns = self.last_ns.max(ev.hdr.ts_ns);
-        self.flows.observe(ev);
-        self.paths.push(ev);
+        // One key for both: the table's and the paths' views of an event agree.
+        let key = socket_key(ev);
+        self.flows.observe_keyed(ev, key);
+        self.paths.push_keyed(ev, key);
         self.window.push(ev)
     }
 

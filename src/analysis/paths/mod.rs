@@ -32,8 +32,8 @@ mod tx;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};
+use crate::flow::{socket_key, KeyMap};
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
-use std::collections::HashMap;
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
 pub fn seq_before(a: u32, b: u32) -> bool {
@@ -132,8 +132,10 @@ const SWEEP_EVERY_NS: u64 = 100_000_000;
 pub struct PathAnalyzer {
     cfg: PathConfig,
     flows: Vec<Flow>,
-    index: HashMap<FlowKey, usize>,
-    last_flow: Option<(FlowKey, usize)>,
+    index: KeyMap<usize>,
+    /// The latest key looked up and its flow, if tracked: events come in
+    /// runs per flow, and beyond `max_flows` most find none.
+    last_flow: Option<(FlowKey, Option<usize>)>,
     overall: PathTable,
     napi: Vec<NapiAcc>,
     counters: Counters,
@@ -152,7 +154,7 @@ impl PathAnalyzer {
         PathAnalyzer {
             cfg,
             flows: Vec::new(),
-            index: HashMap::new(),
+            index: KeyMap::default(),
             last_flow: None,
             overall: PathTable::default(),
             napi: Vec::new(),
@@ -163,6 +165,11 @@ impl PathAnalyzer {
     }
 
     pub fn push(&mut self, ev: &Event) {
+        self.push_keyed(ev, socket_key(ev));
+    }
+
+    /// [`push`](Self::push) with the event's [`socket_key`] computed by the caller.
+    pub(crate) fn push_keyed(&mut self, ev: &Event, key: Option<FlowKey>) {
         let (ts, skb, cpu) = (ev.hdr.ts_ns, ev.hdr.skb, ev.hdr.cpu);
         if ts > self.now_ns {
             self.now_ns = ts;
@@ -173,27 +180,31 @@ impl PathAnalyzer {
         }
         match &ev.body {
             Body::NapiPoll(p) => self.napi_poll(p.ifindex, p.work, p.budget),
-            Body::Sendmsg(b) => self.with_flow(ev, true, |f, ctx| f.tx.on_sendmsg(ts, b, ctx)),
-            Body::WindowAdv(b) => {
-                self.with_flow(ev, b.len > 0, |f, ctx| f.tx.on_queue(ts, skb, cpu, b, ctx))
-            }
+            Body::Sendmsg(b) => self.with_flow(ev, key, true, |f, ctx| f.tx.on_sendmsg(ts, b, ctx)),
+            Body::WindowAdv(b) => self.with_flow(ev, key, b.len > 0, |f, ctx| {
+                f.tx.on_queue(ts, skb, cpu, b, ctx)
+            }),
             Body::DevStartXmit(p) => {
-                self.with_flow(ev, false, |f, _| f.tx.on_start_xmit(ts, skb, cpu, p))
+                self.with_flow(ev, key, false, |f, _| f.tx.on_start_xmit(ts, skb, cpu, p))
             }
             Body::DevXmit(p) => {
-                self.with_flow(ev, false, |f, ctx| f.tx.on_xmit(ts, skb, cpu, p, ctx))
+                self.with_flow(ev, key, false, |f, ctx| f.tx.on_xmit(ts, skb, cpu, p, ctx))
             }
-            Body::RxEntry(p) => self.with_flow(ev, p.len > 0, |f, ctx| f.rx.on_entry(ts, p, ctx)),
-            Body::NetifReceive(p) => {
-                self.with_flow(ev, p.len > 0, |f, ctx| f.rx.on_netif_receive(ts, p, ctx))
+            Body::RxEntry(p) => {
+                self.with_flow(ev, key, p.len > 0, |f, ctx| f.rx.on_entry(ts, p, ctx))
             }
-            Body::TcpRcv(b) => self.with_flow(ev, b.len > 0, |f, ctx| {
+            Body::NetifReceive(p) => self.with_flow(ev, key, p.len > 0, |f, ctx| {
+                f.rx.on_netif_receive(ts, p, ctx)
+            }),
+            Body::TcpRcv(b) => self.with_flow(ev, key, b.len > 0, |f, ctx| {
                 f.tx.on_ack(b);
                 f.rx.on_tcp_rcv(ts, b, ctx)
             }),
-            Body::DataReady(b) => self.with_flow(ev, false, |f, _| f.rx.on_data_ready(ts, b)),
-            Body::CopyDatagram(b) => self.with_flow(ev, false, |f, _| f.rx.on_copy(ts, b)),
-            Body::AppRead(b) => self.with_flow(ev, false, |f, ctx| f.rx.on_app_read(ts, b, ctx)),
+            Body::DataReady(b) => self.with_flow(ev, key, false, |f, _| f.rx.on_data_ready(ts, b)),
+            Body::CopyDatagram(b) => self.with_flow(ev, key, false, |f, _| f.rx.on_copy(ts, b)),
+            Body::AppRead(b) => {
+                self.with_flow(ev, key, false, |f, ctx| f.rx.on_app_read(ts, b, ctx))
+            }
             Body::KfreeSkb(b) => self.kfree_skb(ev, b.seq, b.len),
             Body::State(_) | Body::Retransmit(_) | Body::CpuSample(_) => {}
         }
@@ -246,15 +257,16 @@ impl PathAnalyzer {
         out
     }
 
-    /// Device-layer packets name the flow by addresses: outgoing ones
-    /// (start_xmit, xmit) from the sender's side, the rest from the receiver's.
-    fn flow_key(ev: &Event) -> Option<FlowKey> {
-        let outgoing = matches!(ev.body, Body::DevStartXmit(_) | Body::DevXmit(_));
-        FlowKey::of(ev, outgoing)
-    }
-
-    fn with_flow(&mut self, ev: &Event, create: bool, f: impl FnOnce(&mut Pending, &mut Ctx)) {
-        let Some(key) = Self::flow_key(ev) else {
+    /// Device-layer packets name the flow by addresses ([`socket_key`]):
+    /// outgoing ones (start_xmit, xmit) from the sender's side, the rest from the receiver's.
+    fn with_flow(
+        &mut self,
+        ev: &Event,
+        key: Option<FlowKey>,
+        create: bool,
+        f: impl FnOnce(&mut Pending, &mut Ctx),
+    ) {
+        let Some(key) = key else {
             return;
         };
         let Some(i) = self.flow_index(key, create) else {
@@ -268,16 +280,19 @@ impl PathAnalyzer {
     }
 
     fn flow_index(&mut self, key: FlowKey, create: bool) -> Option<usize> {
-        if let Some((last, i)) = self.last_flow {
-            if last == key {
-                return Some(i);
+        let found = match self.last_flow {
+            Some((last, found)) if last == key => found,
+            _ => self.index.get(&key).copied(),
+        };
+        let i = match found {
+            Some(i) => i,
+            None if !create => {
+                self.last_flow = Some((key, None));
+                return None;
             }
-        }
-        let i = match self.index.get(&key) {
-            Some(&i) => i,
-            None if !create => return None,
             None if self.flows.len() >= self.cfg.max_flows => {
                 self.counters.evictions.events_over_flow_cap += 1;
+                self.last_flow = Some((key, None));
                 return None;
             }
             None => {
@@ -295,7 +310,7 @@ impl PathAnalyzer {
                 self.flows.len() - 1
             }
         };
-        self.last_flow = Some((key, i));
+        self.last_flow = Some((key, Some(i)));
         Some(i)
     }
 

@@ -122,11 +122,16 @@ impl SenderState {
 }
 
 /// Time per limit over the last `span_ns`, in `BUCKETS` slots aligned to absolute time.
+/// In C order: the slots, of which an event touches one, last.
 #[derive(Debug)]
+#[repr(C)]
 struct RecentWindow {
     bucket_ns: u64,
     /// Absolute index (`t / bucket_ns`) of the newest slot.
     head: u64,
+    /// The slots summed, kept as they change: every ACK reads the fractions,
+    /// and summing the slots then read four cache lines per socket.
+    sum: [u64; 4],
     /// Per slot: ns rwnd, cwnd, sndbuf, and all observed time.
     slots: [[u64; 4]; BUCKETS],
 }
@@ -139,6 +144,7 @@ impl RecentWindow {
             bucket_ns: (span_ns / BUCKETS as u64).max(1),
             head: 0,
             slots: [[0; 4]; BUCKETS],
+            sum: [0; 4],
         }
     }
 
@@ -155,28 +161,26 @@ impl RecentWindow {
             let index = t / self.bucket_ns;
             if index > self.head {
                 for skipped in (self.head + 1..=index).take(BUCKETS) {
-                    self.slots[(skipped % BUCKETS as u64) as usize] = [0; 4];
+                    let old = std::mem::take(&mut self.slots[(skipped % BUCKETS as u64) as usize]);
+                    for (s, v) in self.sum.iter_mut().zip(old) {
+                        *s -= v;
+                    }
                 }
                 self.head = index;
             }
             let end = ((index + 1) * self.bucket_ns).min(t1);
             let slot = &mut self.slots[(index % BUCKETS as u64) as usize];
-            if let Some(c) = column {
+            for c in column.into_iter().chain([3]) {
                 slot[c] += end - t;
+                self.sum[c] += end - t;
             }
-            slot[3] += end - t;
             t = end;
         }
     }
 
     /// Fractions of observed time (rwnd, cwnd, sndbuf) and the observed time itself.
     fn fractions(&self) -> ([f64; 3], u64) {
-        let mut sum = [0u64; 4];
-        for slot in &self.slots {
-            for (s, v) in sum.iter_mut().zip(slot) {
-                *s += v;
-            }
-        }
+        let sum = self.sum;
         let total = sum[3].max(1) as f64;
         (
             [
@@ -296,15 +300,16 @@ pub struct LimitsReport {
     pub kernel: Option<KernelChrono>,
 }
 
-/// Accumulates time per limit for one socket.
+/// Accumulates time per limit for one socket; in C order, like `RecentWindow`.
 #[derive(Debug)]
+#[repr(C)]
 pub(super) struct LimitTracker {
     pub state: SenderState,
     last_ns: Option<u64>,
     /// ns per limit, indexed like `Limit as usize`.
     ns: [u64; 6],
-    recent: RecentWindow,
     pub chrono: Option<ChronoSample>,
+    recent: RecentWindow,
 }
 
 impl LimitTracker {
@@ -500,6 +505,20 @@ mod tests {
         // A gap longer than the span clears everything before it.
         w.add(300, 1000, Limit::App);
         assert_eq!(w.fractions(), ([0.0, 0.0, 0.0], 200));
+        // Partial slots, and the running sums against the slots themselves.
+        for (t0, t1, limit) in [(1010, 1033, Limit::Sndbuf), (1033, 1190, Limit::Rwnd)] {
+            w.add(t0, t1, limit);
+            let mut summed = [0; 4];
+            for slot in &w.slots {
+                for (s, v) in summed.iter_mut().zip(slot) {
+                    *s += v;
+                }
+            }
+            assert_eq!(w.sum, summed);
+        }
+        // Slots 1000..1200 only: 23 sndbuf, 157 rwnd (1000..1010 was not charged).
+        assert_eq!(w.fractions().1, 180);
+        assert_eq!(w.sum[..3], [157, 0, 23]);
     }
 
     #[test]

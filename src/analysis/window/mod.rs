@@ -32,14 +32,13 @@ pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
 use crate::event::{Body, Event};
+use crate::flow::FastMap;
 use alerts::{bps, rate, Episode};
 use limits::{estimate_hz, ChronoSample, LimitTracker};
 use receiver::ReceiverSide;
 use sender::SenderSide;
 use serde::Serialize;
 use stalls::{StallDetector, Transition};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 
 /// Tuning of alerts and of what the report can know only from outside.
@@ -111,29 +110,6 @@ impl<const N: usize> TimeWeighted<N> {
     }
 }
 
-/// Socket cookies are small counters: a multiply spreads them well enough, at
-/// a fraction of SipHash's cost on the per-event path.
-#[derive(Default)]
-struct CookieHasher(u64);
-
-impl Hasher for CookieHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (n ^ 0x9e37_79b9_7f4a_7c15)
-            .wrapping_mul(0xbf58_476d_1ce4_e5b9)
-            .rotate_left(31);
-    }
-}
-
-type CookieMap<V> = HashMap<u64, V, BuildHasherDefault<CookieHasher>>;
-
 /// What a socket needs to know of its traced peer.
 #[derive(Clone, Copy, Debug, Default)]
 struct PeerView {
@@ -144,22 +120,26 @@ struct PeerView {
     srtt_us: u32,
 }
 
+/// In C order, what every event reads first: replaying 10k sockets round
+/// robin, each event's cost is the cache lines of its socket it touches.
 #[derive(Debug)]
+#[repr(C)]
 struct Flow {
     cookie: u64,
-    /// Local, remote.
-    ends: Option<(SocketAddr, SocketAddr)>,
-    peer: Option<u64>,
+    /// Index of the traced socket at the other end in `WindowAnalyzer::flows`.
+    peer: Option<usize>,
     first_ns: u64,
     last_ns: u64,
-    rx: ReceiverSide,
-    tx: SenderSide,
-    limits: LimitTracker,
+    clamp_episode: Episode,
+    limit_episodes: [Episode; 3],
+    /// Local, remote.
+    ends: Option<(SocketAddr, SocketAddr)>,
     /// Stalls seen from our ACKs (we send) and from our offers (untraced sender).
     send_stalls: StallDetector,
     recv_stalls: StallDetector,
-    clamp_episode: Episode,
-    limit_episodes: [Episode; 3],
+    tx: SenderSide,
+    rx: ReceiverSide,
+    limits: LimitTracker,
     alerts: Vec<Alert>,
 }
 
@@ -237,7 +217,7 @@ impl Flow {
                         );
                         self.stall_ended(t, StallSide::Receiver, cfg, peer, out);
                     }
-                    self.check_clamp(ts, cfg, peer, out);
+                    self.check_clamp(ts, &c, cfg, peer, out);
                 }
                 self.limits.advance(ts);
                 self.limits.state.merge_window_adv(w);
@@ -342,7 +322,15 @@ impl Flow {
         self.alert(out, s.end_ns, AlertKind::SwsStall, message);
     }
 
-    fn check_clamp(&mut self, ts: u64, cfg: &WindowConfig, peer: &PeerView, out: &mut Vec<Alert>) {
+    /// `latest`: the window just classified.
+    fn check_clamp(
+        &mut self,
+        ts: u64,
+        latest: &Classified,
+        cfg: &WindowConfig,
+        peer: &PeerView,
+        out: &mut Vec<Alert>,
+    ) {
         let Some((fraction, free, lost)) = self.rx.recent_loss() else {
             return;
         };
@@ -355,14 +343,14 @@ impl Flow {
         let cost = bps(lost, f64::from(self.srtt_us(peer))).map_or(String::new(), |b| {
             format!(", {} at srtt {} µs", rate(b), self.srtt_us(peer))
         });
-        let cause = match self.rx.last {
-            Some(c) if c.class == WindowClass::Clamped65535 => {
+        let cause = match latest {
+            c if c.class == WindowClass::Clamped65535 => {
                 "the 65535 header clamp (no window scaling)".to_string()
             }
-            Some(c) if c.class == WindowClass::WscaleAligned => {
+            c if c.class == WindowClass::WscaleAligned => {
                 format!("alignment to 1 << {}", self.rx.rcv_wscale)
             }
-            Some(c) if c.above_ssthresh > 0 => format!(
+            c if c.above_ssthresh > 0 => format!(
                 "rounding down to rcv_mss {} under the soft cap rcv_ssthresh {}",
                 self.rx.rcv_mss, c.selection.offerable
             ),
@@ -528,9 +516,15 @@ pub struct WindowReport {
 /// The incremental analyzer; see the module documentation.
 pub struct WindowAnalyzer {
     cfg: WindowConfig,
-    flows: CookieMap<Flow>,
-    /// (local, remote) → cookie, to find the other end of a connection traced in another netns.
-    ends: HashMap<(SocketAddr, SocketAddr), u64>,
+    /// Sockets in the order first seen: one lookup per event finds a socket
+    /// (`index`), its peer is an index away, and the table grows without
+    /// moving a rehashed copy of every socket's state.
+    flows: Vec<Flow>,
+    /// Cookie → index in `flows`.
+    index: FastMap<u64, usize>,
+    /// (local, remote) → index in `flows`, to find the other end of a
+    /// connection traced in another netns.
+    ends: FastMap<(SocketAddr, SocketAddr), usize>,
     alerts: Vec<Alert>,
     /// First and latest (ts, jiffies) seen, for `HZ`.
     jiffies: Option<((u64, u32), (u64, u32))>,
@@ -540,8 +534,9 @@ impl WindowAnalyzer {
     pub fn new(cfg: WindowConfig) -> Self {
         WindowAnalyzer {
             cfg,
-            flows: CookieMap::default(),
-            ends: HashMap::new(),
+            flows: Vec::new(),
+            index: FastMap::default(),
+            ends: FastMap::default(),
             alerts: Vec::new(),
             jiffies: None,
         }
@@ -566,47 +561,40 @@ impl WindowAnalyzer {
                     .map_or((sample, sample), |(first, _)| (first, sample)),
             );
         }
-        let limit_window_ns = self.cfg.limit_window_ns;
-        let flow = self
-            .flows
-            .entry(cookie)
-            .or_insert_with(|| Flow::new(cookie, ev.hdr.ts_ns, limit_window_ns));
-        if flow.ends.is_none() {
+        let i = *self.index.entry(cookie).or_insert_with(|| {
+            self.flows
+                .push(Flow::new(cookie, ev.hdr.ts_ns, self.cfg.limit_window_ns));
+            self.flows.len() - 1
+        });
+        if self.flows[i].ends.is_none() {
             if let (Some(local), Some(remote)) = (ev.src(), ev.dst()) {
-                flow.ends = Some((local, remote));
-                self.link(cookie, local, remote);
+                self.flows[i].ends = Some((local, remote));
+                self.link(i, local, remote);
             }
         }
-        let peer = self
-            .flows
-            .get(&cookie)
-            .and_then(|f| f.peer)
-            .and_then(|p| self.flows.get(&p))
-            .map_or(PeerView::default(), Flow::view);
-        let flow = self.flows.get_mut(&cookie).expect("inserted above");
-        flow.on_event(ev, &peer, &self.cfg, &mut self.alerts);
+        let peer = self.flows[i]
+            .peer
+            .map_or(PeerView::default(), |p| self.flows[p].view());
+        self.flows[i].on_event(ev, &peer, &self.cfg, &mut self.alerts);
         self.alerts.drain(..)
     }
 
     /// Every socket's figures so far, in no particular order.
     pub fn live_flows(&self) -> impl Iterator<Item = LiveWindow> + '_ {
-        self.flows.values().map(Flow::live)
+        self.flows.iter().map(Flow::live)
     }
 
     /// Records a socket's ends and pairs it with the socket at the other end.
-    fn link(&mut self, cookie: u64, local: SocketAddr, remote: SocketAddr) {
-        self.ends.insert((local, remote), cookie);
+    fn link(&mut self, i: usize, local: SocketAddr, remote: SocketAddr) {
+        self.ends.insert((local, remote), i);
         let Some(&peer) = self.ends.get(&(remote, local)) else {
             return;
         };
-        if peer == cookie {
+        if peer == i {
             return;
         }
-        for (a, b) in [(cookie, peer), (peer, cookie)] {
-            if let Some(f) = self.flows.get_mut(&a) {
-                f.peer = Some(b);
-            }
-        }
+        self.flows[i].peer = Some(peer);
+        self.flows[peer].peer = Some(i);
     }
 
     fn hz(&self) -> Option<u32> {
@@ -619,19 +607,20 @@ impl WindowAnalyzer {
     /// The report over everything pushed. `events_lost` comes from the collector.
     pub fn finish(mut self, events_lost: u64) -> WindowReport {
         let hz = self.hz();
-        let mut cookies: Vec<u64> = self.flows.keys().copied().collect();
-        cookies.sort_unstable();
-        for flow in self.flows.values_mut() {
-            flow.send_stalls.finish(flow.last_ns);
-            flow.recv_stalls.finish(flow.last_ns);
-        }
-        let mut receives: CookieMap<ReceiveWindow> = CookieMap::default();
-        for (&c, flow) in self.flows.iter_mut() {
-            receives.insert(c, flow.rx.report(flow.last_ns));
-        }
-        let flows: Vec<FlowWindowReport> = cookies
-            .iter()
-            .map(|c| self.flow_report(*c, &receives, hz))
+        let mut by_cookie: Vec<usize> = (0..self.flows.len()).collect();
+        by_cookie.sort_unstable_by_key(|&i| self.flows[i].cookie);
+        let receives: Vec<ReceiveWindow> = self
+            .flows
+            .iter_mut()
+            .map(|flow| {
+                flow.send_stalls.finish(flow.last_ns);
+                flow.recv_stalls.finish(flow.last_ns);
+                flow.rx.report(flow.last_ns)
+            })
+            .collect();
+        let flows: Vec<FlowWindowReport> = by_cookie
+            .into_iter()
+            .map(|i| self.flow_report(i, &receives, hz))
             .collect();
         WindowReport {
             events_lost,
@@ -646,30 +635,27 @@ impl WindowAnalyzer {
 
     fn flow_report(
         &mut self,
-        cookie: u64,
-        receives: &CookieMap<ReceiveWindow>,
+        i: usize,
+        receives: &[ReceiveWindow],
         hz: Option<u32>,
     ) -> FlowWindowReport {
-        let peer_view = self.flows[&cookie]
-            .peer
-            .and_then(|p| self.flows.get(&p))
-            .map(Flow::view);
-        let peer_rx = self.flows[&cookie]
-            .peer
-            .and_then(|p| self.flows.get(&p))
-            .map(|p| {
-                (
-                    p.rx.rcv_mss,
-                    p.rx.advmss,
-                    p.rx.scaling_ratio,
-                    p.rx.rcv_wscale,
-                    receives[&p.cookie].mean_free_space,
-                )
-            });
+        let peer_index = self.flows[i].peer;
+        let peer_view = peer_index.map(|p| self.flows[p].view());
+        let peer_cookie = peer_index.map(|p| self.flows[p].cookie);
+        let peer_rx = peer_index.map(|p| {
+            let rx = &self.flows[p].rx;
+            (
+                rx.rcv_mss,
+                rx.advmss,
+                rx.scaling_ratio,
+                rx.rcv_wscale,
+                receives[p].mean_free_space,
+            )
+        });
         let cfg = self.cfg.clone();
-        let flow = self.flows.get_mut(&cookie).expect("listed");
+        let flow = &mut self.flows[i];
         let peer = peer_view.unwrap_or_default();
-        let receive = receives[&cookie].clone();
+        let receive = receives[i].clone();
         let send = flow.tx.report(flow.last_ns);
         let sending = flow.tx.sent_data;
         let own_rx = (
@@ -777,10 +763,10 @@ impl WindowAnalyzer {
             (l.to_string(), r.to_string())
         });
         FlowWindowReport {
-            sock_cookie: cookie,
+            sock_cookie: flow.cookie,
             src,
             dst,
-            peer_cookie: flow.peer,
+            peer_cookie,
             first_ns: flow.first_ns,
             last_ns: flow.last_ns,
             mss,

@@ -170,26 +170,27 @@ pub struct ReceiveWindow {
 /// Per-event loss history for the `mss_clamp` alert: the last `LOSS_EVENTS` windows.
 const LOSS_EVENTS: usize = 32;
 
+/// In C order: what every window touches first, the ring (one entry a window) last.
 #[derive(Debug)]
+#[repr(C)]
 pub(super) struct ReceiverSide {
-    prior: Option<PriorOffer>,
-    /// The `rcv_wnd` of our SYN, the offer standing at the first ACK.
-    syn_offer: Option<u32>,
     pub rcv_mss: u32,
+    pub window_clamp: u32,
+    pub rcv_nxt: u32,
     pub advmss: u16,
     pub rcv_wscale: u8,
     pub scaling_ratio: u8,
-    pub window_clamp: u32,
-    pub rcv_nxt: u32,
-    pub last: Option<Classified>,
-    report: ReceiveWindow,
-    /// free space, advertised, sender-usable, lost.
-    means: TimeWeighted<4>,
-    loss_ring: [(u32, u32); LOSS_EVENTS],
+    prior: Option<PriorOffer>,
+    /// The `rcv_wnd` of our SYN, the offer standing at the first ACK.
+    syn_offer: Option<u32>,
     loss_next: usize,
     loss_filled: usize,
     loss_sum: u64,
     free_sum: u64,
+    /// free space, advertised, sender-usable, lost.
+    means: TimeWeighted<4>,
+    report: ReceiveWindow,
+    loss_ring: [(u32, u32); LOSS_EVENTS],
 }
 
 impl Default for ReceiverSide {
@@ -203,7 +204,6 @@ impl Default for ReceiverSide {
             scaling_ratio: 0,
             window_clamp: 0,
             rcv_nxt: 0,
-            last: None,
             report: ReceiveWindow::default(),
             means: TimeWeighted::default(),
             loss_ring: [(0, 0); LOSS_EVENTS],
@@ -322,16 +322,14 @@ impl ReceiverSide {
         self.means
             .set(ts_ns, [free, u64::from(header), usable, lost]);
         self.push_loss(lost, free);
-        let classified = Classified {
+        Some(Classified {
             class,
             selection,
             header,
             free,
             lost,
             above_ssthresh,
-        };
-        self.last = Some(classified);
-        Some(classified)
+        })
     }
 
     fn push_loss(&mut self, lost: u64, free: u64) {

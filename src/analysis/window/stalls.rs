@@ -44,7 +44,9 @@ struct Active {
 /// One detector per side of a socket.
 #[derive(Debug, Default)]
 pub(super) struct StallDetector {
-    active: Option<Active>,
+    /// Boxed: every event asks whether a stall is running, and the
+    /// detectors of both sides then share one cache line.
+    active: Option<Box<Active>>,
     pub done: Vec<SwsStall>,
 }
 
@@ -75,7 +77,7 @@ impl StallDetector {
         }
         match &mut self.active {
             None if window < mss && data_waiting => {
-                self.active = Some(Active {
+                self.active = Some(Box::new(Active {
                     stall: SwsStall {
                         start_ns: ts_ns,
                         end_ns: ts_ns,
@@ -92,7 +94,7 @@ impl StallDetector {
                     probes_out_rises: 0,
                     last_probes_out: None,
                     alerted: false,
-                });
+                }));
                 Transition::Started
             }
             Some(a) if window >= mss => {

@@ -454,4 +454,36 @@ mod tests {
         // Two sockets per connection; packet events without a cookie map onto them.
         assert_eq!(analysis.flows().len(), 6);
     }
+
+    /// The report of a fixed stream, byte for byte: the replay path is tuned
+    /// for speed and must not change what it computes. Caps small enough that
+    /// some flows have no breakdown and some are not tracked at all.
+    #[test]
+    fn report_of_a_fixed_stream_is_unchanged() {
+        let dir = std::env::temp_dir().join(format!("tt-golden-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("t.ttr");
+        synthesize(&file, 5, 12).unwrap();
+        let mut cfg = AnalysisConfig::default();
+        cfg.paths.max_flows = 8;
+        cfg.paths.max_flow_breakdown = 3;
+        let mut analysis = Analysis::new(cfg);
+        let mut reader = TraceReader::open(&file).unwrap();
+        reader
+            .for_each(|ev| {
+                analysis.push(ev);
+            })
+            .unwrap();
+        let mut report = analysis.finish(Provenance::default());
+        report.tool_version = "";
+        let json = serde_json::to_string_pretty(&report).unwrap() + "\n";
+        let actual = dir.join("actual.json");
+        std::fs::write(&actual, &json).unwrap();
+        assert!(
+            json == include_str!("replay_report.golden.json"),
+            "the report changed: compare {} with cli/src/cmd/bench/replay_report.golden.json",
+            actual.display()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
