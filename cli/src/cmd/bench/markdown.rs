@@ -365,9 +365,9 @@ bpftrace on the same hooks is 3 to 10 times slower in every workload. What would
 the remedies for full and sampled mode.";
 
 const WHY_KERNEL: &str = "The goal is the floor of this host (measured above, \
-\"The floor on this host\"): the clock read and one ring record reserved, stamped and \
-submitted cost about 100 ns before a probe reads anything, so no probe that emits a record \
-per event can add less here. Above the floor, packet probes probe-read the IP/TCP headers \
+\"The floor on this host\", with this run's figures): the clock read and one ring record \
+reserved, stamped and submitted cost 100 ns or more before a probe reads anything, so no \
+probe that emits a record per event can add less here. Above the floor, packet probes probe-read the IP/TCP headers \
 and skb_shinfo (tp_btf gives no typed pointer into packet data, and aya 0.14 cannot link \
 the bpf_rdonly_cast kfunc that would), socket probes look up the flow (addresses, ports, \
 netns, cookie) for the filters, and window_adv copies its tcp_sock span (skb->sk is an RCU \
