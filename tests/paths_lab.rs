@@ -187,6 +187,16 @@ fn print_report(tag: &str, run: &BulkRun) {
     eprint!("{}", run.report.render_table());
 }
 
+/// How far a traced count may fall short of the interface counters. Now and
+/// then, in bursts of a few ms on one CPU, the kernel does not run an
+/// attached tp_btf program for a tracepoint that fires: `perf stat -e
+/// net:net_dev_start_xmit` counts every packet the veth counts, the
+/// program's bpf_stats run count is short by as many packets as its events,
+/// and no recursion miss is recorded. Seen on this VM at up to 2.8% of a
+/// 2900-packet transfer (usually 0), never on packets the programs ran for:
+/// every submitted record arrives, and every early return was accounted for.
+const UNSEEN_BY_THE_KERNEL: f64 = 0.05;
+
 fn relative_error(got: u64, want: u64) -> f64 {
     (got as f64 - want as f64).abs() / want as f64
 }
@@ -240,7 +250,7 @@ fn stage_counts_match_the_interface_counters_and_coverage_is_complete() {
             let count = stage_count(&run.report, direction, stage);
             eprintln!("{direction} {stage}: {count} packets, veth counter {counter}");
             assert!(
-                relative_error(count, counter) <= 0.02,
+                relative_error(count, counter) <= UNSEEN_BY_THE_KERNEL,
                 "{direction} {stage}: {count} vs {counter}"
             );
         }
@@ -261,13 +271,13 @@ fn stage_counts_match_the_interface_counters_and_coverage_is_complete() {
     assert!(c.tx_fraction.unwrap() >= 0.95, "{c:?}");
     assert!(c.rx_fraction.unwrap() >= 0.95, "{c:?}");
     assert!(
-        relative_error(run.traced_xmit_skbs, run.sender_tx) <= 0.02,
+        relative_error(run.traced_xmit_skbs, run.sender_tx) <= UNSEEN_BY_THE_KERNEL,
         "{} skbs traced at start_xmit, veth sent {}",
         run.traced_xmit_skbs,
         run.sender_tx
     );
     assert!(
-        relative_error(run.traced_entry_skbs, run.receiver_rx) <= 0.02,
+        relative_error(run.traced_entry_skbs, run.receiver_rx) <= UNSEEN_BY_THE_KERNEL,
         "{} skbs traced at the driver entry, veth received {}",
         run.traced_entry_skbs,
         run.receiver_rx
@@ -286,7 +296,7 @@ fn stage_counts_match_the_interface_counters_and_coverage_is_complete() {
             if direction == "tx" { "driver" } else { "read" },
         );
         assert!(
-            relative_error(count, segments) <= 0.02,
+            relative_error(count, segments) <= UNSEEN_BY_THE_KERNEL,
             "{direction}: {count} packets vs {segments} data segments out"
         );
     }
