@@ -374,10 +374,12 @@ fn sampling_one_in_eight_scales_counts_and_keeps_latencies() {
     }
     // Per full path (one mode each: the direct and backlog RX paths differ
     // 50x in ip_tcp, so a p50 over both jumps with their mix), every stage
-    // with enough samples: the p50s agree within 2x (the sampled quantile
-    // of ~100+ packets is within a few percent of the true one on smooth
-    // parts; socket hops timed late by independently sampled socket events
-    // were 10-30x off).
+    // with enough samples: the p50s agree within 3x. Sampling keeps whole
+    // 16 KiB blocks, ~11 consecutive packets that share the reader's state,
+    // so a path's sample is a few dozen clusters, not hundreds of
+    // independent packets, and the bimodal socket stages (a reader awake,
+    // or woken ms later) move its p50 up to ~2.3x between runs. Socket hops
+    // timed by independently sampled socket events were 10-30x off.
     let mut compared = 0;
     for s in sampled.combined.iter().filter(|p| p.sampled_packets >= 50) {
         // Why a packet was held is read from the latest ACK state seen, and
@@ -413,7 +415,7 @@ fn sampling_one_in_eight_scales_counts_and_keeps_latencies() {
                 s.direction, s.path, x.stage, x.p50_ns, y.p50_ns
             );
             assert!(
-                (0.5..=2.0).contains(&ratio),
+                (1.0 / 3.0..=3.0).contains(&ratio),
                 "{} {} {}",
                 s.direction,
                 s.path,
