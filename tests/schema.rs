@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use tenge_trace::analysis::window::Alert;
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, Report};
-use tenge_trace::event::{abi_addr, tt_hdr, tt_window_adv, Body, Event};
+use tenge_trace::event::Event;
 use tenge_trace::export::json::event_json;
 use tenge_trace::lab::{traced::run_traced, Lab, Scenario};
 use tenge_trace::probe::TracerOptions;
@@ -77,37 +77,10 @@ fn summary_line(report: &Report) -> Value {
 }
 
 /// The paper's receiver: 26844 (= 3 x 8948) advertised, 20 times.
-fn clamped_windows() -> Vec<Event> {
-    let (family, saddr) = abi_addr("198.18.0.2".parse().unwrap());
-    let (_, daddr) = abi_addr("198.18.0.1".parse().unwrap());
-    (0..20u32)
-        .map(|i| {
-            let hdr = tt_hdr {
-                ts_ns: 1_000_000 * u64::from(i),
-                sock_cookie: 4242,
-                family,
-                saddr,
-                daddr,
-                sport: 5001,
-                dport: 40000,
-                ..Default::default()
-            };
-            let body = tt_window_adv {
-                ack: 1000 + i * 8948,
-                window: 26844,
-                rcv_mss: 8948,
-                advmss: 8948,
-                ..Default::default()
-            };
-            Event::new(hdr, Body::WindowAdv(body))
-        })
-        .collect()
-}
-
 #[test]
 fn schemas_accept_the_output_and_require_the_contract_fields() {
     let schemas = Schemas::load();
-    let events = clamped_windows();
+    let events = common::clamped_windows();
     let mut analysis = Analysis::new(AnalysisConfig::default());
     for ev in &events {
         let line = event_json(ev);

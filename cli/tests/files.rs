@@ -1,9 +1,11 @@
 //! The CLI on trace files: no BPF, no privileges. Files are built here with the
 //! library's writer, so every number below is known.
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use tenge_trace::event::{abi_addr, tt_hdr, tt_window_adv, Body, Event};
 use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
 
 fn bin() -> Command {
@@ -18,31 +20,9 @@ fn tmp(name: &str) -> PathBuf {
 
 /// A receiver advertising 26844 (= 3 x 8948) from 27001 bytes of free space, 20 times.
 fn write_trace(path: &Path, lost: u64) {
-    let (family, saddr) = abi_addr("198.18.0.2".parse().unwrap());
-    let (_, daddr) = abi_addr("198.18.0.1".parse().unwrap());
     let mut w = TraceWriter::create(path, &TraceMeta::for_this_host()).unwrap();
-    for i in 0..20u32 {
-        let hdr = tt_hdr {
-            ts_ns: 1_000_000 * i as u64,
-            sock_cookie: 4242,
-            family,
-            saddr,
-            daddr,
-            sport: 5001,
-            dport: 40000,
-            ..Default::default()
-        };
-        let body = tt_window_adv {
-            seq: 1,
-            ack: 1000 + i * 8948,
-            window: 26844,
-            win_raw: 26844,
-            rcv_mss: 8948,
-            advmss: 8948,
-            ..Default::default()
-        };
-        w.write_event(&Event::new(hdr, Body::WindowAdv(body)))
-            .unwrap();
+    for ev in common::clamped_windows() {
+        w.write_event(&ev).unwrap();
     }
     let mut summary = TraceSummary {
         events: 20,
