@@ -625,10 +625,44 @@ TRACEPOINT(kfree_skb, skb, kfree_skb, trace_event_raw_kfree_skb,
 
 /* ---- napi_poll: no skb, no flow; only the netns filter applies ----------- */
 
+/* Polls seen on this CPU, for sampling them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} napi_polls_seen SEC(".maps");
+
+/*
+ * A poll has no bytes to sample by: keep every N-th poll of each CPU. Polls
+ * are most of what a sampled bulk transfer would send otherwise (one per
+ * few packets), and their statistics are shares and counts the report
+ * scales back by N.
+ */
+static __always_inline bool napi_poll_sampled(void)
+{
+	__u32 zero = 0;
+	__u32 *seen;
+
+	if (sample_every <= 1)
+		return true;
+	seen = bpf_map_lookup_elem(&napi_polls_seen, &zero);
+	if (!seen)
+		return false;
+	*seen += 1;
+	if (*seen < sample_every)
+		return false;
+	*seen = 0;
+	return true;
+}
+
 static __always_inline int napi_poll_body(const struct napi_struct *napi, int work, int budget,
 					  bool btf)
 {
 	struct tt_hdr h = {};
+
+	if (!napi_poll_sampled())
+		return 0;
 	const struct net_device *dev = RD(btf, napi, dev);
 
 	h.netns = RD(btf, dev, nd_net.net, ns.inum);

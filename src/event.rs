@@ -273,8 +273,9 @@ fn sampled_segment(seq: u32, len: u32, ack: u32, flags: u8, every: u32) -> bool 
 impl Event {
     /// Whether the kernel, sampling 1 in `every`, keeps this event: by the
     /// bytes each kind is keyed on in `bpf/tenge.bpf.c`. Lifecycle events
-    /// (state, retransmit, kfree_skb), napi_poll and CPU samples are never
-    /// sampled out.
+    /// (state, retransmit, kfree_skb) and CPU samples are never sampled out;
+    /// napi_poll, which has no bytes, is kept 1 in `every` by a per-CPU
+    /// count no event shows, so this says true for it.
     pub fn sampled(&self, every: u32) -> bool {
         match &self.body {
             Body::WindowAdv(w) => sampled_segment(w.seq, w.len, w.ack, w.tcp_flags, every),

@@ -65,7 +65,7 @@ pub struct FilterArgs {
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
     /// Keep 1 in N blocks of 16 KiB of each flow's sequence space, with every event that handles
-    /// their bytes (so every stage of a kept packet is seen); lifecycle events are all kept.
+    /// their bytes (so every stage of a kept packet is seen); lifecycle events are all kept, NAPI polls 1 in N per CPU.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub sample: u32,
     /// Ring buffer size in MiB (a power of two).

@@ -72,7 +72,8 @@ pub struct FlowPaths {
 }
 
 /// Packets per NAPI poll on one device (ifindex 0: the per-CPU backlog).
-/// Polls are not sampled.
+/// Sampling 1 in N keeps every N-th poll of each CPU; `polls`, `packets`,
+/// `polls_at_budget` and the histogram's counts are scaled back by N.
 #[derive(Clone, Debug, Serialize)]
 pub struct NapiStats {
     pub ifindex: u32,
@@ -162,7 +163,7 @@ pub(super) fn build<'a>(
         paths,
         combined,
         flows,
-        napi: napi.iter().map(napi_stats).collect(),
+        napi: napi.iter().map(|n| napi_stats(n, scale)).collect(),
         coverage: Coverage {
             tx_packets: counters.tx_packets,
             tx_complete: counters.tx_complete,
@@ -270,13 +271,13 @@ fn stage_stats(stage: &'static str, s: &StageAcc, scale: u64) -> StageStats {
     }
 }
 
-fn napi_stats(n: &NapiAcc) -> NapiStats {
+fn napi_stats(n: &NapiAcc, scale: u64) -> NapiStats {
     NapiStats {
         ifindex: n.ifindex,
-        polls: n.polls,
-        packets: n.packets,
+        polls: n.polls * scale,
+        packets: n.packets * scale,
         budget: n.budget,
-        polls_at_budget: n.polls_at_budget,
+        polls_at_budget: n.polls_at_budget * scale,
         at_budget_share: n.polls_at_budget as f64 / n.polls.max(1) as f64,
         work_mean: n.packets as f64 / n.polls.max(1) as f64,
         work_p50: n.work_quantile(0.5),
@@ -288,7 +289,7 @@ fn napi_stats(n: &NapiAcc) -> NapiStats {
             .iter()
             .enumerate()
             .filter(|(_, &polls)| polls > 0)
-            .map(|(work, &polls)| [work as u64, polls])
+            .map(|(work, &polls)| [work as u64, polls * scale])
             .collect(),
     }
 }
