@@ -77,6 +77,10 @@ static __always_inline int sendmsg_body(const struct sock *sk, const struct msgh
 	ev->body.snd_nxt = RD(btf, tp, snd_nxt);
 	ev->body.sk_wmem_queued = RD(btf, sk, sk_wmem_queued);
 	ev->body.sk_sndbuf = RD(btf, sk, sk_sndbuf);
+	ev->body.snd_cwnd = RD(btf, tp, snd_cwnd);
+	ev->body.snd_wnd = RD(btf, tp, snd_wnd);
+	ev->body.mss_cache = RD(btf, tp, mss_cache);
+	ev->body.packets_out = RD(btf, tp, packets_out);
 	submit(ev, sizeof(*ev));
 	return 0;
 }

@@ -13,7 +13,7 @@
 #ifndef TENGE_ABI_H
 #define TENGE_ABI_H
 
-#define TT_ABI_VERSION 1
+#define TT_ABI_VERSION 2
 
 /* Event kinds. Keep the numbers stable: they are stored in trace files. */
 enum tt_kind {
@@ -73,6 +73,11 @@ struct tt_sendmsg {
 	__u32 snd_nxt;
 	__u32 sk_wmem_queued;
 	__u32 sk_sndbuf;
+	/* What may be sent now, as the write finds it (0 from fentry/kprobe). */
+	__u32 snd_cwnd;
+	__u32 snd_wnd;
+	__u32 mss_cache;
+	__u32 packets_out;
 };
 
 /*

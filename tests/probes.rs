@@ -465,6 +465,17 @@ fn sampling_keeps_the_events_the_rule_picks() {
             kept.len()
         );
         assert_eq!(all_counts.get("state"), sampled_counts.get("state"));
+        // Both tracers see the same polls; the sampled one keeps every 8th of
+        // each CPU (up to 7 left uncounted on each of the 2 CPUs at the end,
+        // and the hits the kernel skips).
+        let polls = |counts: &HashMap<&str, usize>| counts.get("napi_poll").copied().unwrap_or(0);
+        let (all_polls, kept_polls) = (polls(&all_counts), polls(&sampled_counts));
+        assert!(all_polls > 40, "{backend:?}: {all_polls} polls");
+        assert!(
+            (kept_polls * every as usize).abs_diff(all_polls)
+                <= all_polls / 20 + 2 * every as usize,
+            "{backend:?}: kept {kept_polls} of {all_polls} polls sampling 1 in {every}"
+        );
     }
 }
 

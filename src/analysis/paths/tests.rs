@@ -325,6 +325,30 @@ fn tx_at_once_and_held_by_cwnd_rwnd_pacing() {
     assert_eq!(report.flows[0].local, SENDER);
 }
 
+/// A write that read the socket itself is classed by what it read, not by
+/// the last state an ACK or a queued segment showed (which sampling thins).
+#[test]
+fn tx_write_is_classed_by_its_own_limits() {
+    let open = tx::State {
+        snd_una: 1000,
+        snd_nxt: 1000,
+        snd_cwnd: 10,
+        snd_wnd: 65535,
+    };
+    let mut write = tx::sendmsg(100_000, 2000, 1000);
+    if let Body::Sendmsg(b) = &mut write.body {
+        // [1000, 2000) in flight and cwnd 1: ceil(1000 / 1000) >= 1.
+        (b.snd_cwnd, b.snd_wnd, b.mss_cache, b.packets_out) = (1, 65535, 1000, 1);
+    }
+    let events = [
+        tx::queue(1_000, 0x100, 1000, 0, 0, open),
+        write,
+        tx::queue(400_000, 0x400, 2000, 1000, 1, open),
+    ];
+    let report = run(PathConfig::default(), &events);
+    assert_all(path(&report, "tx", "held_cwnd"), "tcp", 1, 300_000);
+}
+
 #[test]
 fn tx_fclone_matches_the_write_by_seq() {
     // sendmsg appends to the rtx-queue skb at 0x...1000; net_dev_queue and the
@@ -775,15 +799,13 @@ fn napi_batching() {
             Body::NapiPoll(body),
         )
     };
-    let report = run(
-        PathConfig::default(),
-        &[
-            poll(1_000, 64),
-            poll(2_000, 10),
-            poll(3_000, 64),
-            poll(4_000, 3),
-        ],
-    );
+    let polls = [
+        poll(1_000, 64),
+        poll(2_000, 10),
+        poll(3_000, 64),
+        poll(4_000, 3),
+    ];
+    let report = run(PathConfig::default(), &polls);
     let napi = &report.napi[0];
     assert_eq!(
         (
@@ -797,6 +819,24 @@ fn napi_batching() {
     );
     assert_eq!((napi.work_p50, napi.work_max), (10, 64));
     assert_eq!(napi.work_histogram, [[3, 1], [10, 1], [64, 2]]);
+    assert_eq!(napi.at_budget_share, 0.5);
+
+    // Sampling keeps every 8th poll of a CPU: counts scale back, shares and
+    // quantiles stay.
+    let sampled = PathConfig {
+        sample_every: 8,
+        ..PathConfig::default()
+    };
+    let napi = &run(sampled, &polls).napi[0];
+    assert_eq!(
+        (napi.polls, napi.packets, napi.polls_at_budget),
+        (32, 1128, 16)
+    );
+    assert_eq!(
+        (napi.work_p50, napi.work_max, napi.work_mean),
+        (10, 64, 35.25)
+    );
+    assert_eq!(napi.work_histogram, [[3, 8], [10, 8], [64, 16]]);
     assert_eq!(napi.at_budget_share, 0.5);
 }
 

@@ -72,6 +72,15 @@ pub struct TxFlow {
 
 impl TxFlow {
     pub fn on_sendmsg(&mut self, ts_ns: u64, body: &tt_sendmsg, ctx: &mut Ctx) {
+        // The write's own reading of the socket, where the probe has one:
+        // exact, and the same whichever ACKs sampling kept.
+        if body.snd_cwnd > 0 {
+            self.limits = Some(SendLimits {
+                snd_cwnd: body.snd_cwnd,
+                snd_wnd: body.snd_wnd,
+                mss_cache: body.mss_cache,
+            });
+        }
         let write = Write {
             write_seq: body.write_seq,
             ts_ns,

@@ -93,7 +93,11 @@ impl Instrument {
                 let options = TracerOptions {
                     filters: Filters {
                         port: Some(target.port),
-                        sample_every: if mode == Mode::Full { 1 } else { 64 },
+                        sample_every: if mode == Mode::Full {
+                            1
+                        } else {
+                            super::SAMPLED
+                        },
                         ..Filters::default()
                     },
                     ..TracerOptions::default()

@@ -2,7 +2,9 @@
 //! that of an empty tp_btf program attached to the same hook during the same
 //! transfer (bpf_stats' own clock reads and the dispatch cost the same for
 //! both). Measured for the tp_btf programs (direct BTF loads) and the raw_tp
-//! ones (probe reads), and for the bpftrace script as a whole.
+//! ones (probe reads), for the tp_btf ones sampling 1/64 (what a hook hit
+//! costs when the probe decides to drop it), and for the bpftrace script as
+//! a whole.
 
 use super::instrument::{Instrument, Mode, Target, TracedSession};
 use super::throughput::timed_transfer;
@@ -34,6 +36,9 @@ pub struct ProgramCost {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BackendCost {
     pub backend: String,
+    /// 1 in this many blocks kept; 1: every event. Absent in older results.
+    #[serde(default = "every_event")]
+    pub sample_every: u32,
     pub programs: Vec<ProgramCost>,
     pub events: u64,
     pub runs: u64,
@@ -75,6 +80,10 @@ pub struct EmitFloor {
     pub lost: u64,
 }
 
+fn every_event() -> u32 {
+    1
+}
+
 pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<KernelCost> {
     let cfg = LabConfig {
         port: PORT,
@@ -88,12 +97,17 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
     let mut backends = Vec::new();
     let mut empty_mean = Vec::new();
     let mut floor = None;
-    for backend in [Backend::TpBtf, Backend::RawTp] {
+    for (backend, sample_every) in [
+        (Backend::TpBtf, 1),
+        (Backend::RawTp, 1),
+        (Backend::TpBtf, super::SAMPLED),
+    ] {
         super::check_interrupted()?;
-        eprintln!("bench: kernel cost, {backend:?} programs");
+        eprintln!("bench: kernel cost, {backend:?} programs, 1 in {sample_every}");
         let options = TracerOptions {
             filters: Filters {
                 port: Some(PORT),
+                sample_every,
                 ..Filters::default()
             },
             backends: vec![backend],
@@ -101,7 +115,7 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
         };
         let session = TracedSession::start(options, scratch.join("kernel-cost.ttr"))?;
         let empty = ReferencePrograms::empty(session.hooks().iter().map(String::as_str))?;
-        let floor_programs = (backend == Backend::TpBtf)
+        let floor_programs = (backend == Backend::TpBtf && floor.is_none())
             .then(|| ReferencePrograms::floor(FLOOR_HOOK))
             .transpose()?;
         timed_transfer(&lab, &cfg, seconds)?;
@@ -110,7 +124,13 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
             floor = emit_floor(&programs, &empty_stats)?;
         }
         let end = session.stop()?;
-        let cost = backend_cost(backend, &end.programs, &empty_stats, end.stats.events);
+        let cost = backend_cost(
+            backend,
+            sample_every,
+            &end.programs,
+            &empty_stats,
+            end.stats.events,
+        );
         empty_mean.push(mean_ns(&empty_stats));
         backends.push(cost);
     }
@@ -176,6 +196,7 @@ fn mean_ns(stats: &[ProgramStats]) -> Option<f64> {
 
 fn backend_cost(
     backend: Backend,
+    sample_every: u32,
     programs: &[ProgramStats],
     empty: &[ProgramStats],
     events: u64,
@@ -207,6 +228,7 @@ fn backend_cost(
         .sum();
     BackendCost {
         backend: format!("{backend:?}"),
+        sample_every,
         programs,
         events,
         runs,

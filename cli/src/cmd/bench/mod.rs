@@ -17,6 +17,9 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
+/// The sampled mode's rate: 1 in this many blocks of sequence space.
+const SAMPLED: u32 = 64;
+
 /// Set by the first SIGINT/SIGTERM: the run stops after the transfer in
 /// flight, so every namespace, probe, tool, tracefs mount and the
 /// bpf_stats sysctl is cleaned up on the way out. A second signal exits at once.
