@@ -58,7 +58,21 @@ fn quick_kernel_cost_measures_each_probe_and_the_floor() {
     let (results, markdown) = quick_bench("kernel-cost");
     let cost = &results["kernel_cost"];
     let backends = cost["backends"].as_array().unwrap();
-    assert_eq!(backends.len(), 2, "tp_btf and raw_tp");
+    assert_eq!(backends.len(), 3, "tp_btf, raw_tp, tp_btf sampling");
+    let sample_every: Vec<u64> = backends
+        .iter()
+        .map(|b| b["sample_every"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sample_every, [1, 1, 64]);
+    // Sampling 1/64 the same hooks run as often, and emit a few percent as much.
+    let events_per_run = |b: &serde_json::Value| {
+        b["events"].as_u64().unwrap() as f64 / b["runs"].as_u64().unwrap() as f64
+    };
+    let (full, sampled) = (events_per_run(&backends[0]), events_per_run(&backends[2]));
+    assert!(
+        sampled < full / 8.0,
+        "events per run: {full} full, {sampled} sampled"
+    );
     for backend in backends {
         let programs = backend["programs"].as_array().unwrap();
         // The TX and RX packet probes all ran on the transfer.

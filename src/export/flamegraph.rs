@@ -64,23 +64,34 @@ fn fold(stacks: impl Iterator<Item = (String, u64)>) -> Vec<String> {
         .collect()
 }
 
-/// Renders folded stacks as an SVG flamegraph; widths are in samples.
+/// Renders folded CPU stacks as an SVG flamegraph; widths are in samples.
 pub fn render_svg(folded: &[String], title: &str, out: impl Write) -> anyhow::Result<()> {
-    render_svg_counting(folded, title, "samples", out)
+    render(folded, title, "samples", false, out)
 }
 
-/// As [`render_svg`], naming the unit of the weights (e.g. "ns" for
-/// [`folded_paths`]) in the tooltips.
-pub fn render_svg_counting(
+/// Renders [`folded_paths`] as an SVG flamegraph; widths are in ns. Every
+/// frame is drawn: a qdisc stage of a few hundred ns beside seconds of
+/// waiting to send is under the tenth of a pixel below which inferno drops a
+/// frame, and a path flamegraph has only a few dozen, each worth finding
+/// with the SVG's search.
+pub fn render_paths_svg(folded: &[String], title: &str, out: impl Write) -> anyhow::Result<()> {
+    render(folded, title, "ns", true, out)
+}
+
+fn render(
     folded: &[String],
     title: &str,
     count_name: &str,
+    every_frame: bool,
     out: impl Write,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(!folded.is_empty(), "no stacks to draw for {title:?}");
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_string();
     options.count_name = count_name.to_string();
+    if every_frame {
+        options.min_width = 0.0;
+    }
     inferno::flamegraph::from_lines(&mut options, folded.iter().map(String::as_str), out)?;
     Ok(())
 }

@@ -6,16 +6,15 @@ use std::io::Write;
 use std::process::ExitCode;
 use tenge_trace::analysis::paths::{PathAnalyzer, PathConfig};
 use tenge_trace::event::Body;
-use tenge_trace::export::flamegraph::{folded_cpu, folded_paths, render_svg, render_svg_counting};
+use tenge_trace::export::flamegraph::{folded_cpu, folded_paths, render_paths_svg, render_svg};
 use tenge_trace::trace_file::TraceReader;
 
 pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
     let mut reader = TraceReader::open(&args.file)?;
-    let (folded, title, unit) = if args.cpu {
+    let (folded, title) = if args.cpu {
         (
             cpu_stacks(&mut reader, args.flow.is_some())?,
             "CPU time during the recording",
-            "samples",
         )
     } else {
         let cfg = PathConfig {
@@ -33,11 +32,7 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
             };
             folded.retain(|line| line.starts_with(prefix));
         }
-        (
-            folded,
-            "Path costs: direction;path;stage, weighted by time",
-            "ns",
-        )
+        (folded, "Path costs: direction;path;stage, weighted by time")
     };
     anyhow::ensure!(
         !folded.is_empty(),
@@ -57,7 +52,7 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
     } else if args.cpu {
         render_svg(&folded, title, &mut out)?;
     } else {
-        render_svg_counting(&folded, title, unit, &mut out)?;
+        render_paths_svg(&folded, title, &mut out)?;
     }
     out.flush()?;
     eprintln!(

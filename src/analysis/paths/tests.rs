@@ -5,7 +5,7 @@ use crate::event::{
     abi_addr, tt_app_read, tt_copy_datagram, tt_data_ready, tt_hdr, tt_kfree_skb, tt_napi_poll,
     tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv,
 };
-use crate::export::flamegraph::{folded_cpu, folded_paths, render_svg_counting};
+use crate::export::flamegraph::{folded_cpu, folded_paths, render_paths_svg};
 use std::net::SocketAddr;
 
 const SENDER: &str = "10.0.0.1:40000";
@@ -887,7 +887,7 @@ fn folded_paths_per_stage_and_per_flow() {
     assert!(folded_paths(&report, Some(12345)).is_empty());
 
     let mut svg = Vec::new();
-    render_svg_counting(&folded_paths(&report, None), "stage costs", "ns", &mut svg).unwrap();
+    render_paths_svg(&folded_paths(&report, None), "stage costs", &mut svg).unwrap();
     let svg = String::from_utf8(svg).unwrap();
     assert!(svg.starts_with("<?xml"));
     for name in [
