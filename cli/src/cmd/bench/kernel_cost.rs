@@ -75,6 +75,13 @@ pub struct EmitFloor {
     /// A packet record reserved, stamped (clock, CPU) and submitted, above
     /// the empty program.
     pub emit_ns: f64,
+    /// The same record gathered per CPU and written to the ring
+    /// `batch_records` at a time, above the empty program. Absent in older
+    /// results.
+    #[serde(default)]
+    pub batched_emit_ns: Option<f64>,
+    #[serde(default)]
+    pub batch_records: u32,
     pub record_bytes: u64,
     /// Records that found the floor's ring full (then the emit is underestimated).
     pub lost: u64,
@@ -176,12 +183,15 @@ fn emit_floor(programs: &ReferencePrograms, empty: &[ProgramStats]) -> Result<Op
     ) else {
         return Ok(None);
     };
+    let batched = named("floor_batched").and_then(ProgramStats::ns_per_run);
     Ok(Some(EmitFloor {
         hook: FLOOR_HOOK.into(),
         runs,
         empty_ns_per_run: base,
         clock_ns: clock - base,
         emit_ns: emit - base,
+        batched_emit_ns: batched.map(|ns| ns - base),
+        batch_records: 16,
         record_bytes: std::mem::size_of::<tenge_trace::abi::tt_ev_pkt>() as u64,
         lost: programs.lost()?,
     }))
