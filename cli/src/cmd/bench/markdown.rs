@@ -3,7 +3,7 @@
 
 use super::instrument::Mode;
 use super::stats::Summary;
-use super::throughput::WorkloadResult;
+use super::throughput::{Workload, WorkloadResult};
 use super::Results;
 use std::fmt::Write;
 
@@ -346,7 +346,51 @@ fn targets(md: &mut String, r: &Results) {
             let _ = writeln!(md, "\n**{}: missed.** {}", t.name, t.why);
         }
     }
+    if let Some(budget) = per_packet_budget(r) {
+        let _ = writeln!(md, "\n{budget}");
+    }
     md.push('\n');
+}
+
+/// The least that full per-packet tracing of small segments can cost here,
+/// from this run's own figures: the records each packet raises, each at the
+/// floor in the kernel and at the collector's measured CPU per event,
+/// against the CPU time an untraced packet takes.
+fn per_packet_budget(r: &Results) -> Option<String> {
+    let w = r
+        .throughput
+        .as_ref()?
+        .iter()
+        .find(|w| w.workload == Workload::TransferSmall)?;
+    let mode = |mode| w.modes.iter().find(|m| m.mode == mode);
+    let (untraced, full) = (mode(Mode::Untraced)?, mode(Mode::Full)?);
+    let packets: f64 = full.values.iter().sum::<f64>() * w.seconds_per_run;
+    let events_per_packet = full.tool.events as f64 / packets;
+    let floor = r.kernel_cost.as_ref()?.floor.as_ref()?;
+    // Above the empty program: bpf_stats' own clock reads inflate the dispatch.
+    let record_ns = floor.emit_ns;
+    let rate = r.max_rate.as_ref()?;
+    let collector_ns = rate.collector_cpu_pct_at_highest? / 100.0
+        / rate.highest_zero_loss_events_per_s?
+        * 1e9;
+    let cpu_per_packet_ns = r.machine.cpus as f64 / untraced.value.median * 1e9;
+    let least_ns = events_per_packet * (record_ns + collector_ns);
+    Some(format!(
+        "**The least full per-packet tracing of small segments can cost here**, from this \
+         run's figures: each data segment raised {events_per_packet:.1} records (its ACK's \
+         included); one record costs the kernel at least {record_ns:.0} ns (the emit floor, \
+         above the program's dispatch, nothing read yet) and the collector \
+         {collector_ns:.0} ns of CPU (at the highest rate held), so at least {:.1} µs per \
+         segment, on the same {} vCPUs that give an untraced segment {:.1} µs of CPU (at \
+         most: that is if the transfer kept them all busy). That is {:.0}% of it, and the \
+         kernel's share alone {:.0}%, where a ratio of 0.97 leaves 3%: on this machine no tracer \
+         that sends a record per stage per packet meets that goal, whatever its probes read.",
+        least_ns / 1e3,
+        r.machine.cpus,
+        cpu_per_packet_ns / 1e3,
+        least_ns / cpu_per_packet_ns * 100.0,
+        events_per_packet * record_ns / cpu_per_packet_ns * 100.0
+    ))
 }
 
 const WHY_FULL: &str = "Every packet raises about a dozen records across both ends \
