@@ -13,6 +13,7 @@
 //! where it went wrong, never with a panic.
 
 use crate::event::{record_len, DecodeError, Event};
+use crate::probe::HookHits;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -99,11 +100,23 @@ pub struct TraceSummary {
     /// Names of the processes `cpu_sample` events hit, read when first seen.
     #[serde(default)]
     pub process_names: BTreeMap<u32, String>,
+    /// Each hooked tracepoint's hits and its program's runs, when counted
+    /// (`record --count-hits`): hits beyond runs are events the kernel
+    /// never gave a program, which `lost` cannot include.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_hits: Option<Vec<HookHits>>,
 }
 
 impl TraceSummary {
     pub fn lost_total(&self) -> u64 {
         self.lost.values().sum()
+    }
+
+    /// Hook hits that ran no program, when they were counted.
+    pub fn hits_not_run(&self) -> Option<u64> {
+        self.hook_hits
+            .as_ref()
+            .map(|hits| hits.iter().map(HookHits::not_run).sum())
     }
 }
 

@@ -188,6 +188,7 @@ fn a_real_transfer_matches_the_schemas() {
         kernel_release: "test".into(),
         sample_every: 1,
         lost: Default::default(),
+        hits_not_run: Some(2),
     });
     let stalls: usize = report.flows.iter().map(|f| f.window.sws_stalls.len()).sum();
     assert!(stalls > 0 && !report.path_costs.paths.is_empty());

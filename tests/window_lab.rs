@@ -112,7 +112,7 @@ fn traced_run(cfg: &LabConfig, tag: &str) -> Run {
         report: analysis.finish(Provenance {
             kernel_release: String::new(),
             sample_every: 1,
-            lost: Default::default(),
+            ..Provenance::default()
         }),
         alerts,
         receiver_windows: windows

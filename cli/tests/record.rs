@@ -31,7 +31,7 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
     let file = std::env::temp_dir().join(format!("tt-record-iperf3-{}.ttr", std::process::id()));
     let receiver = lab.receiver_ip().to_string();
     let out = bin()
-        .args(["record", "-q", "-o"])
+        .args(["record", "-q", "--count-hits", "-o"])
         .arg(&file)
         .args([
             "--addr",
@@ -48,14 +48,17 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("(command exited)"), "{stderr}");
+    assert!(stderr.contains("hook hits"), "{stderr}");
     drop(server);
 
     let mut reader = TraceReader::open(&file).unwrap();
     assert_eq!(reader.meta().command[0], "ip");
     let mut flows = FlowTable::new();
     let mut seen: HashMap<u64, Seen> = HashMap::new();
+    let mut start_xmits = 0;
     let summary = reader
         .for_each(|ev| {
+            start_xmits += u64::from(matches!(ev.body, Body::DevStartXmit(_)));
             let Some(cookie) = flows.observe(ev) else {
                 return;
             };
@@ -77,8 +80,32 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
         })
         .unwrap()
         .clone();
+    // The report says what the hit counters found (0 on most runs).
+    let report = bin()
+        .args(["report", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
     let _ = std::fs::remove_file(&file);
     assert_eq!(summary.lost_total(), 0);
+    // Every packet the file has passed the driver hook, which perf counted
+    // (with the other traffic of the machine, which the filter drops).
+    let hits = summary.hook_hits.as_ref().expect("hits were counted");
+    let start_xmit = hits
+        .iter()
+        .find(|h| h.hook == "net:net_dev_start_xmit")
+        .expect("the driver hook was counted");
+    assert!(
+        start_xmit.hits >= start_xmits && start_xmits > 1000,
+        "{start_xmit:?}: {start_xmits}"
+    );
+    let not_run = summary.hits_not_run().unwrap();
+    assert_eq!(report["hits_not_run"], not_run);
+    assert!(
+        not_run * 20 <= hits.iter().map(|h| h.hits).sum::<u64>(),
+        "{hits:?}"
+    );
 
     // iperf3's client opens a control connection and a data connection to :5201.
     let clients: Vec<_> = flows

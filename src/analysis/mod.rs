@@ -33,6 +33,8 @@ pub struct Provenance {
     pub sample_every: u32,
     /// Events the kernel could not queue, by kind name.
     pub lost: BTreeMap<String, u64>,
+    /// Hook hits the kernel ran no program for, when they were counted.
+    pub hits_not_run: Option<u64>,
 }
 
 /// Everything `report --json` prints.
@@ -44,6 +46,9 @@ pub struct Report {
     /// Events lost in the kernel (ring buffer full): the analyses below saw none of them.
     pub events_lost: u64,
     pub lost_by_kind: BTreeMap<String, u64>,
+    /// Hook hits the kernel ran no program for (`record --count-hits`), whose
+    /// events are missing too; null when they were not counted.
+    pub hits_not_run: Option<u64>,
     pub duration_ns: u64,
     /// Advertised windows that the kernel's formulas, replayed on the recorded
     /// state, do not reproduce. 0 on a complete trace.
@@ -110,6 +115,7 @@ impl Analysis {
             events: self.events,
             events_lost,
             lost_by_kind: provenance.lost,
+            hits_not_run: provenance.hits_not_run,
             duration_ns: self.first_ns.map_or(0, |first| self.last_ns - first),
             model_mismatches: window.model_mismatches,
             jiffies_hz: window.jiffies_hz,

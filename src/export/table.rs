@@ -53,6 +53,12 @@ pub fn render_report(report: &Report) -> String {
         report.path_costs.sample_every.max(1),
         report.events_lost
     );
+    if let Some(not_run) = report.hits_not_run.filter(|&n| n > 0) {
+        let _ = writeln!(
+            out,
+            "WARNING: {not_run} hook hits ran no program (the kernel skipped them): figures below miss them"
+        );
+    }
     if report.events_lost > 0 {
         let kinds: Vec<String> = report
             .lost_by_kind

@@ -6,11 +6,13 @@
 //! everything. [`check`] reports what this kernel supports without tracing.
 
 mod check;
+mod hits;
 mod plan;
 mod stats;
 mod tracefs;
 
 pub use check::{check, Capabilities, CheckReport, HookCheck};
+pub use hits::{HitCounter, HookHits};
 pub use plan::{Backend, PlannedProbe, ProbePlan};
 pub use stats::{system_program_stats, BpfStatsEnabled, ProgramStats, ReferencePrograms};
 pub use tracefs::{ensure as mount_tracefs, TracefsMount};
@@ -38,11 +40,11 @@ pub struct Filters {
     pub addr: Option<IpAddr>,
     /// Network namespace inode (as in `ls -L -i /proc/<pid>/ns/net`).
     pub netns: Option<u32>,
-    /// Keep one packet in this many (0 or 1: all). The choice hashes (seq,
-    /// ack), so a packet is kept or dropped at every hop alike; merged skbs
-    /// (gso_segs > 1) at netif_receive and tcp_rcv, the socket events
-    /// (sendmsg, data_ready, copy_datagram, app_read), napi_poll, state,
-    /// retransmit and kfree_skb are always kept.
+    /// Keep one block of 16 KiB of each flow's sequence space in this many
+    /// (0 or 1: all), with every event that handles a byte of a kept block
+    /// ([`crate::event::sampled_range`]), so a kept packet is kept at every
+    /// hop; napi_poll is kept 1 in this many per CPU; state, retransmit and
+    /// kfree_skb are always kept.
     pub sample_every: u32,
 }
 

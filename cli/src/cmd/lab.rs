@@ -121,6 +121,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         kernel_release: kernel_release(),
         sample_every: args.sample,
         lost: session::lost_by_name(&run.stats.lost),
+        hits_not_run: None,
     });
     let sockets = sockets.into_inner().unwrap();
     if args.json {

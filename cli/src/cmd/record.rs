@@ -10,12 +10,17 @@ use std::time::{Duration, Instant};
 use tenge_trace::collector::Collector;
 use tenge_trace::event::{Body, Event};
 use tenge_trace::flow::FlowTable;
+use tenge_trace::probe::{HitCounter, HookHits};
 use tenge_trace::trace_file::{clock_ns, TraceMeta, TraceSummary, TraceWriter};
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
     let stop = &flags.stop;
     let mut tracer = session::start(&args.filters, args.cpu_profile.then_some(args.cpu_hz))?;
+    let hit_counter = args
+        .count_hits
+        .then(|| HitCounter::start(&tracer))
+        .transpose()?;
 
     let mut meta = TraceMeta::for_this_host();
     meta.probe_plan = serde_json::to_value(tracer.plan())?;
@@ -88,6 +93,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         (None, Some(_)) => "duration",
         _ => "stopped",
     };
+    let hook_hits = hit_counter.map(|c| c.stop(&tracer)).transpose()?;
     let ids: Vec<i32> = stack_ids.into_iter().collect();
     let summary = TraceSummary {
         events: stats.events,
@@ -97,6 +103,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         end_reason: end_reason.into(),
         stacks: tracer.resolve_stacks(&ids).into_iter().collect(),
         process_names,
+        hook_hits,
     };
     drop(tracer);
     writer.finish(&summary)?;
@@ -110,6 +117,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         args.output.display()
     );
     session::report_lost(&stats);
+    if let Some(hits) = &summary.hook_hits {
+        report_hits(hits);
+    }
     match child_status {
         Some(Ok(status)) if !status.success() => {
             eprintln!("tenge-trace: the command exited with {status}");
@@ -119,6 +129,26 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         }
         Some(Err(err)) => Err(err).context("waiting for the command"),
         _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// What the hit counters say, hooks with hits that ran no program named.
+fn report_hits(hits: &[HookHits]) {
+    let total: u64 = hits.iter().map(|h| h.hits).sum();
+    let missed: Vec<String> = hits
+        .iter()
+        .filter(|h| h.not_run() > 0)
+        .map(|h| format!("{} {} of {}", h.hook, h.not_run(), h.hits))
+        .collect();
+    if missed.is_empty() {
+        eprintln!("tenge-trace: every one of the {total} hook hits ran its program");
+    } else {
+        let not_run: u64 = hits.iter().map(HookHits::not_run).sum();
+        eprintln!(
+            "tenge-trace: WARNING: {not_run} of {total} hook hits ran no program (the kernel \
+             skipped them; their events are missing): {}",
+            missed.join(", ")
+        );
     }
 }
 

@@ -25,6 +25,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let report = analysis.finish(Provenance {
         kernel_release: meta.kernel_release,
         sample_every: meta.sample_every,
+        hits_not_run: summary.hits_not_run(),
         lost: summary.lost,
     });
     if args.json {

@@ -85,6 +85,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         kernel_release: kernel_release(),
         sample_every: args.filters.sample,
         lost,
+        hits_not_run: None,
     });
     if args.json {
         println!(

@@ -370,9 +370,8 @@ fn per_packet_budget(r: &Results) -> Option<String> {
     // Above the empty program: bpf_stats' own clock reads inflate the dispatch.
     let record_ns = floor.emit_ns;
     let rate = r.max_rate.as_ref()?;
-    let collector_ns = rate.collector_cpu_pct_at_highest? / 100.0
-        / rate.highest_zero_loss_events_per_s?
-        * 1e9;
+    let collector_ns =
+        rate.collector_cpu_pct_at_highest? / 100.0 / rate.highest_zero_loss_events_per_s? * 1e9;
     let cpu_per_packet_ns = r.machine.cpus as f64 / untraced.value.median * 1e9;
     let least_ns = events_per_packet * (record_ns + collector_ns);
     Some(format!(
