@@ -392,15 +392,17 @@ fn per_packet_budget(r: &Results) -> Option<String> {
     ))
 }
 
-const WHY_FULL: &str = "Every packet raises about a dozen records across both ends \
-(send, queue, driver, NAPI/backlog, TCP, socket, copy, read), each costing the kernel the \
-tp_btf ns/event of the table above plus the collector's share (its CPU at the measured event \
-rate, above); on a veth pair with 2 vCPUs sender, receiver and collector share the same two \
-cores, so all of it comes straight out of the transfer. Bulk transfers (64 KiB GSO skbs) pay \
-it per skb and come close; small segments pay it per 100-byte segment. What would close it: \
-fewer records per packet (dev_xmit folded into dev_start_xmit, netif_receive dropped where \
-rx_entry already saw the packet: an ABI change), the kernel-side remedies below, and a \
-collector that writes raw records without decoding them on the hot path.";
+const WHY_FULL: &str = "Every data segment raises about fourteen records across both \
+ends, its ACK's included (send, queue, driver entry and exit, backlog, receive, TCP, readable, \
+copy, read), each costing the kernel the emit floor and the reads above it (the in-kernel \
+table) and the collector its CPU per event (the rate table); on a veth pair with 2 vCPUs the \
+sender, the receiver and the collector share the same two cores, so all of it comes straight \
+out of the transfer. The paragraph at the end of this section computes the least that can \
+cost from this run's own figures. Bulk transfers (64 KiB GSO skbs) pay it per skb and come \
+close; small segments pay it per 100-byte segment. What would close it: not sending a record \
+per stage per packet, that is sampling (the 1/64 rows) or an in-kernel aggregation mode, \
+which this version does not have; and on a host whose transfer leaves cores idle, the cost \
+lands on those instead of on the transfer.";
 
 const WHY_SAMPLED: &str = "With 1/64 sampling every probe still runs on every hook hit, \
 and about eleven hooks fire per packet across both ends (send, queue, driver entry and exit, \
@@ -422,17 +424,18 @@ the ratio ranges overlap (marked above) the difference is within this shared VM'
 bpftrace on the same hooks is 3 to 10 times slower in every workload. What would close it: \
 the remedies for full and sampled mode.";
 
-const WHY_KERNEL: &str = "The goal is the floor of this host (measured above, \
+const WHY_KERNEL: &str = "The goal is below the floor of this host (measured above, \
 \"The floor on this host\", with this run's figures): the clock read and one ring record \
-reserved, stamped and submitted cost 100 ns or more before a probe reads anything, so no \
-probe that emits a record per event can add less here. Above the floor, packet probes probe-read the IP/TCP headers \
-and skb_shinfo (tp_btf gives no typed pointer into packet data, and aya 0.14 cannot link \
-the bpf_rdonly_cast kfunc that would), socket probes look up the flow (addresses, ports, \
-netns, cookie) for the filters, and window_adv copies its tcp_sock span (skb->sk is an RCU \
-pointer that bpf_skc_to_tcp_sock refuses). What would close it: fewer records per packet \
-(dev_xmit folded into dev_start_xmit; several events batched into one ring record per CPU), \
-kfunc-typed reads once aya links kfuncs, and a bare-metal host, where the clock and the \
-ring's atomics cost a fraction of this VM's.";
+reserved, stamped and submitted cost about 100 ns or more before a probe reads anything, so \
+no probe that emits a record per event can add less here. Above the floor, packet probes \
+probe-read the IP/TCP headers and skb_shinfo (tp_btf gives no typed pointer into packet data, \
+and aya 0.14 cannot link the bpf_rdonly_cast kfunc that would), socket probes look up the flow \
+(addresses, ports, netns, cookie) for the filters, and window_adv copies its tcp_sock span \
+(skb->sk is an RCU pointer that bpf_skc_to_tcp_sock refuses). What would close it: records \
+gathered per CPU and written to the ring several at a time, which the floor paragraph \
+measures (about a third of the emit, at the price of records that wait and arrive out of \
+order across CPUs), kfunc-typed reads once aya links kfuncs, and a bare-metal host, where the \
+clock and the ring's atomics cost a fraction of this VM's.";
 
 const WHY_RATE: &str = "When a step loses events while the collector thread uses far \
 less than a whole core (its CPU column), the collector was not out of CPU but waiting for one: \
