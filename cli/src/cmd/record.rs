@@ -141,7 +141,10 @@ fn report_hits(hits: &[HookHits]) {
         .map(|h| format!("{} {} of {}", h.hook, h.not_run(), h.hits))
         .collect();
     if missed.is_empty() {
-        eprintln!("tenge-trace: every one of the {total} hook hits ran its program");
+        eprintln!(
+            "tenge-trace: every one of the {total} hits of the {} tracepoints hooked ran its program",
+            hits.len()
+        );
     } else {
         let not_run: u64 = hits.iter().map(HookHits::not_run).sum();
         eprintln!(
