@@ -72,26 +72,25 @@ impl<V> Default for KeyMap<V> {
     }
 }
 
-impl<V> KeyMap<V> {
-    /// The IPv4 form of a key: namespace, then each end as address << 16 | port.
-    fn v4(key: &FlowKey) -> Option<(u32, u64, u64)> {
-        let end =
-            |a: &std::net::SocketAddrV4| u64::from(a.ip().to_bits()) << 16 | u64::from(a.port());
-        match (key.local, key.remote) {
-            (SocketAddr::V4(l), SocketAddr::V4(r)) => Some((key.netns, end(&l), end(&r))),
-            _ => None,
-        }
+/// The IPv4 form of a key: namespace, then each end as address << 16 | port.
+pub(crate) fn compact_v4(key: &FlowKey) -> Option<(u32, u64, u64)> {
+    let end = |a: &std::net::SocketAddrV4| u64::from(a.ip().to_bits()) << 16 | u64::from(a.port());
+    match (key.local, key.remote) {
+        (SocketAddr::V4(l), SocketAddr::V4(r)) => Some((key.netns, end(&l), end(&r))),
+        _ => None,
     }
+}
 
+impl<V> KeyMap<V> {
     pub fn get(&self, key: &FlowKey) -> Option<&V> {
-        match Self::v4(key) {
+        match compact_v4(key) {
             Some(k) => self.v4.get(&k),
             None => self.other.get(key),
         }
     }
 
     pub fn insert(&mut self, key: FlowKey, value: V) -> Option<V> {
-        match Self::v4(&key) {
+        match compact_v4(&key) {
             Some(k) => self.v4.insert(k, value),
             None => self.other.insert(key, value),
         }
@@ -128,7 +127,8 @@ pub struct FlowTable {
     by_cookie: FastMap<u64, usize>,
     /// The latest cookie looked up and its index: a socket's events come in runs.
     last: Option<(u64, usize)>,
-    by_key: KeyMap<u64>,
+    /// Addresses → index in `flows`.
+    by_key: KeyMap<usize>,
 }
 
 impl FlowTable {
@@ -138,40 +138,32 @@ impl FlowTable {
 
     /// Accounts the event to its socket and returns the socket's cookie, if known.
     pub fn observe(&mut self, ev: &Event) -> Option<u64> {
-        self.observe_keyed(ev, socket_key(ev))
+        let i = self.observe_keyed(ev, socket_key(ev))?;
+        Some(self.flows[i].sock_cookie)
     }
 
-    /// [`observe`](Self::observe) with the event's [`socket_key`] computed by the caller.
-    pub(crate) fn observe_keyed(&mut self, ev: &Event, key: Option<FlowKey>) -> Option<u64> {
+    /// [`observe`](Self::observe) with the event's [`socket_key`] computed by
+    /// the caller; returns the socket's number: sockets are numbered densely
+    /// from 0 in the order first seen, and keep their number.
+    pub(crate) fn observe_keyed(&mut self, ev: &Event, key: Option<FlowKey>) -> Option<usize> {
         let own = self.own_cookie(ev);
-        let cookie = self.cookie_keyed(ev, own, key)?;
+        let i = match own {
+            Some(cookie) => self.index_of_own(cookie, ev),
+            None => self.index_by_key(ev, key)?,
+        };
+        let flow = &mut self.flows[i];
         // A socket's addresses come from events that carry its own cookie, and
         // only once both ports are known: state changes before connect() picks
         // a port, or after the port went to a time-wait socket, carry port 0.
-        let key = own
-            .and(key)
-            .filter(|k| k.local.port() != 0 && k.remote.port() != 0);
-        let i = match self.last {
-            Some((last, i)) if last == cookie => i,
-            _ => match self.by_cookie.entry(cookie) {
-                Entry::Occupied(i) => *i.get(),
-                Entry::Vacant(slot) => {
-                    self.flows.push(new_flow(cookie, ev));
-                    *slot.insert(self.flows.len() - 1)
-                }
-            },
-        };
-        self.last = Some((cookie, i));
-        let flow = &mut self.flows[i];
         // The key is registered once, when first known (not on every event);
         // a later socket on the same addresses takes it over.
-        if let Some(key) = key {
-            if flow.key.local.port() == 0 {
+        if let (Some(_), Some(key)) = (own, key) {
+            if flow.key.local.port() == 0 && key.local.port() != 0 && key.remote.port() != 0 {
                 flow.key = key;
                 flow.src = key.local.to_string();
                 flow.dst = key.remote.to_string();
                 flow.netns = key.netns;
-                self.by_key.insert(key, cookie);
+                self.by_key.insert(key, i);
             }
         }
         flow.events += 1;
@@ -183,18 +175,27 @@ impl FlowTable {
             Body::State(s) => flow.state = s.newstate,
             _ => {}
         }
-        Some(cookie)
+        Some(i)
     }
 
-    /// The cookie of the socket an event belongs to, without recording anything.
-    pub fn cookie_of(&self, ev: &Event) -> Option<u64> {
-        self.cookie_keyed(ev, self.own_cookie(ev), socket_key(ev))
+    /// The number of the socket with this cookie, a new one if it is new.
+    fn index_of_own(&mut self, cookie: u64, ev: &Event) -> usize {
+        let i = match self.last {
+            Some((last, i)) if last == cookie => i,
+            _ => match self.by_cookie.entry(cookie) {
+                Entry::Occupied(i) => *i.get(),
+                Entry::Vacant(slot) => {
+                    self.flows.push(new_flow(cookie, ev));
+                    *slot.insert(self.flows.len() - 1)
+                }
+            },
+        };
+        self.last = Some((cookie, i));
+        i
     }
 
-    fn cookie_keyed(&self, ev: &Event, own: Option<u64>, key: Option<FlowKey>) -> Option<u64> {
-        if own.is_some() {
-            return own;
-        }
+    /// The number of the socket an event without its own cookie belongs to, by its addresses.
+    fn index_by_key(&self, ev: &Event, key: Option<FlowKey>) -> Option<usize> {
         self.by_key.get(&key?).copied().or_else(|| {
             // A drop can be on either path: try the other direction too.
             matches!(ev.body, Body::KfreeSkb(_))
@@ -202,6 +203,14 @@ impl FlowTable {
                 .flatten()
                 .and_then(|k| self.by_key.get(&k).copied())
         })
+    }
+
+    /// The cookie of the socket an event belongs to, without recording anything.
+    pub fn cookie_of(&self, ev: &Event) -> Option<u64> {
+        match self.own_cookie(ev) {
+            Some(cookie) => Some(cookie),
+            None => Some(self.flows[self.index_by_key(ev, socket_key(ev))?].sock_cookie),
+        }
     }
 
     /// The cookie an event carries of its own socket. An incoming packet can
