@@ -398,32 +398,58 @@ impl FlowKey {
     /// The key of the socket that sent (`outgoing`) or receives this event's packet,
     /// or of the socket itself for socket events. None when the event has no flow.
     pub fn of(ev: &Event, outgoing: bool) -> Option<FlowKey> {
-        let h = &ev.hdr;
-        let turned = ev.is_packet_event() && !outgoing;
-        if h.family as i32 == libc::AF_INET {
-            // Every event builds a key: IPv4 ends are turned around as
-            // numbers and written once, where the path shared with IPv6
-            // moves each end's 16 address bytes one by one.
-            let v4 = |addr: &[u8; 16], port| {
-                let [.., a, b, c, d] = *addr;
-                (u32::from_be_bytes([a, b, c, d]), port)
+        if let Some((netns, local, remote)) = FlowKey::v4_words(ev, outgoing) {
+            let end = |word: u64| {
+                SocketAddr::V4(SocketAddrV4::new(
+                    Ipv4Addr::from_bits((word >> 16) as u32),
+                    word as u16,
+                ))
             };
-            let (src, dst) = (v4(&h.saddr, h.sport), v4(&h.daddr, h.dport));
-            let (local, remote) = if turned { (dst, src) } else { (src, dst) };
-            let end = |(ip, port)| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from_bits(ip), port));
             return Some(FlowKey {
-                netns: h.netns,
+                netns,
                 local: end(local),
                 remote: end(remote),
             });
         }
         let (src, dst) = (ev.src()?, ev.dst()?);
-        let (local, remote) = if turned { (dst, src) } else { (src, dst) };
+        let (local, remote) = if ev.turned(outgoing) {
+            (dst, src)
+        } else {
+            (src, dst)
+        };
         Some(FlowKey {
-            netns: h.netns,
+            netns: ev.hdr.netns,
             local,
             remote,
         })
+    }
+
+    /// [`of`](Self::of) for an `AF_INET` event, as lookups compare it: the
+    /// namespace, then each end as address << 16 | port, read straight from
+    /// the header (every event of a trace looks its key up).
+    pub fn v4_words(ev: &Event, outgoing: bool) -> Option<(u32, u64, u64)> {
+        let h = &ev.hdr;
+        if h.family as i32 != libc::AF_INET {
+            return None;
+        }
+        let end = |addr: &[u8; 16], port: u16| {
+            let [.., a, b, c, d] = *addr;
+            u64::from(u32::from_be_bytes([a, b, c, d])) << 16 | u64::from(port)
+        };
+        let (src, dst) = (end(&h.saddr, h.sport), end(&h.daddr, h.dport));
+        Some(if ev.turned(outgoing) {
+            (h.netns, dst, src)
+        } else {
+            (h.netns, src, dst)
+        })
+    }
+}
+
+impl Event {
+    /// Whether the key of the socket this event is for, sending it
+    /// (`outgoing`) or not, has the header's ends the other way round.
+    fn turned(&self, outgoing: bool) -> bool {
+        self.is_packet_event() && !outgoing
     }
 }
 

@@ -82,6 +82,14 @@ pub(crate) fn compact_v4(key: &FlowKey) -> Option<(u32, u64, u64)> {
 }
 
 impl<V> KeyMap<V> {
+    /// The value under an event's key.
+    pub(crate) fn get_event(&self, key: &EventKey) -> Option<&V> {
+        match key.v4 {
+            Some(k) => self.v4.get(&k),
+            None => self.other.get(&key.full()?),
+        }
+    }
+
     pub fn get(&self, key: &FlowKey) -> Option<&V> {
         match compact_v4(key) {
             Some(k) => self.v4.get(&k),
@@ -138,14 +146,14 @@ impl FlowTable {
 
     /// Accounts the event to its socket and returns the socket's cookie, if known.
     pub fn observe(&mut self, ev: &Event) -> Option<u64> {
-        let i = self.observe_keyed(ev, socket_key(ev))?;
+        let i = self.observe_keyed(ev, &EventKey::of(ev))?;
         Some(self.flows[i].sock_cookie)
     }
 
     /// [`observe`](Self::observe) with the event's [`socket_key`] computed by
     /// the caller; returns the socket's number: sockets are numbered densely
     /// from 0 in the order first seen, and keep their number.
-    pub(crate) fn observe_keyed(&mut self, ev: &Event, key: Option<FlowKey>) -> Option<usize> {
+    pub(crate) fn observe_keyed(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
         let own = self.own_cookie(ev);
         let i = match own {
             Some(cookie) => self.index_of_own(cookie, ev),
@@ -157,8 +165,11 @@ impl FlowTable {
         // a port, or after the port went to a time-wait socket, carry port 0.
         // The key is registered once, when first known (not on every event);
         // a later socket on the same addresses takes it over.
-        if let (Some(_), Some(key)) = (own, key) {
-            if flow.key.local.port() == 0 && key.local.port() != 0 && key.remote.port() != 0 {
+        if own.is_some() && flow.key.local.port() == 0 {
+            if let Some(key) = key
+                .full()
+                .filter(|k| k.local.port() != 0 && k.remote.port() != 0)
+            {
                 flow.key = key;
                 flow.src = key.local.to_string();
                 flow.dst = key.remote.to_string();
@@ -195,8 +206,8 @@ impl FlowTable {
     }
 
     /// The number of the socket an event without its own cookie belongs to, by its addresses.
-    fn index_by_key(&self, ev: &Event, key: Option<FlowKey>) -> Option<usize> {
-        self.by_key.get(&key?).copied().or_else(|| {
+    fn index_by_key(&self, ev: &Event, key: &EventKey) -> Option<usize> {
+        self.by_key.get_event(key).copied().or_else(|| {
             // A drop can be on either path: try the other direction too.
             matches!(ev.body, Body::KfreeSkb(_))
                 .then(|| FlowKey::of(ev, true))
@@ -209,7 +220,7 @@ impl FlowTable {
     pub fn cookie_of(&self, ev: &Event) -> Option<u64> {
         match self.own_cookie(ev) {
             Some(cookie) => Some(cookie),
-            None => Some(self.flows[self.index_by_key(ev, socket_key(ev))?].sock_cookie),
+            None => Some(self.flows[self.index_by_key(ev, &EventKey::of(ev))?].sock_cookie),
         }
     }
 
@@ -278,6 +289,28 @@ fn new_flow(cookie: u64, ev: &Event) -> FlowInfo {
         bytes_sent: 0,
         bytes_received: 0,
         state: 0,
+    }
+}
+
+/// An event's [`socket_key`] as lookups take it: an IPv4 one as three words
+/// read from the header, the [`FlowKey`] itself built only when asked for.
+#[derive(Clone, Copy)]
+pub(crate) struct EventKey<'a> {
+    ev: &'a Event,
+    /// Set for every key with IPv4 ends.
+    pub v4: Option<(u32, u64, u64)>,
+}
+
+impl<'a> EventKey<'a> {
+    pub fn of(ev: &'a Event) -> EventKey<'a> {
+        let v4 = FlowKey::v4_words(ev, is_outgoing(ev))
+            // IPv4-mapped IPv6 ends are IPv4 ends.
+            .or_else(|| compact_v4(&socket_key(ev)?));
+        EventKey { ev, v4 }
+    }
+
+    pub fn full(&self) -> Option<FlowKey> {
+        socket_key(self.ev)
     }
 }
 

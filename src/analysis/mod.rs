@@ -4,7 +4,7 @@ pub mod paths;
 pub mod window;
 
 use crate::event::Event;
-use crate::flow::{socket_key, FlowInfo, FlowTable};
+use crate::flow::{EventKey, FlowInfo, FlowTable};
 use paths::{PathAnalyzer, PathConfig, PathReport};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -76,10 +76,10 @@ impl Analysis {
         self.first_ns.get_or_insert(ev.hdr.ts_ns);
         self.last_ns = self.last_ns.max(ev.hdr.ts_ns);
         // One key for both: the table's and the paths' views of an event agree.
-        let key = socket_key(ev);
+        let key = EventKey::of(ev);
         // The table finds the socket once; the analyses index their state by its number.
-        let socket = self.flows.observe_keyed(ev, key);
-        self.paths.push_keyed(ev, key, socket);
+        let socket = self.flows.observe_keyed(ev, &key);
+        self.paths.push_keyed(ev, &key, socket);
         self.window.push_at(ev, socket)
     }
 

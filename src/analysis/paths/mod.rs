@@ -32,7 +32,7 @@ mod tx;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};
-use crate::flow::{compact_v4, socket_key, KeyMap};
+use crate::flow::{EventKey, KeyMap};
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
@@ -189,13 +189,13 @@ impl PathAnalyzer {
     }
 
     pub fn push(&mut self, ev: &Event) {
-        self.push_keyed(ev, socket_key(ev), None);
+        self.push_keyed(ev, &EventKey::of(ev), None);
     }
 
     /// [`push`](Self::push) with the event's [`socket_key`] computed by the
     /// caller, and the number of its socket in the flow table if known: the
     /// flow a socket's events went to last is remembered by that number.
-    pub(crate) fn push_keyed(&mut self, ev: &Event, key: Option<FlowKey>, socket: Option<usize>) {
+    pub(crate) fn push_keyed(&mut self, ev: &Event, key: &EventKey, socket: Option<usize>) {
         let (ts, skb, cpu) = (ev.hdr.ts_ns, ev.hdr.skb, ev.hdr.cpu);
         if ts > self.now_ns {
             self.now_ns = ts;
@@ -294,17 +294,14 @@ impl PathAnalyzer {
     fn with_flow(
         &mut self,
         ev: &Event,
-        key: Option<FlowKey>,
+        key: &EventKey,
         socket: Option<usize>,
         create: bool,
         f: impl FnOnce(&mut Pending, &mut Ctx),
     ) {
-        let Some(key) = key else {
-            return;
-        };
-        let found = match socket {
-            Some(s) => self.flow_of_socket(s, key, create),
-            None => self.flow_index(key, create),
+        let found = match (socket, key.v4) {
+            (Some(s), Some(v4)) => self.flow_of_socket(s, v4, key, create),
+            _ => key.full().and_then(|key| self.flow_index(key, create)),
         };
         let Some(i) = found else {
             return;
@@ -317,11 +314,14 @@ impl PathAnalyzer {
     }
 
     /// [`flow_index`](Self::flow_index) through the flow socket `socket`'s
-    /// events with this key went to last (IPv4 keys only).
-    fn flow_of_socket(&mut self, socket: usize, key: FlowKey, create: bool) -> Option<usize> {
-        let Some(compact) = compact_v4(&key) else {
-            return self.flow_index(key, create);
-        };
+    /// events with this key went to last (IPv4 keys: `compact`).
+    fn flow_of_socket(
+        &mut self,
+        socket: usize,
+        compact: (u32, u64, u64),
+        key: &EventKey,
+        create: bool,
+    ) -> Option<usize> {
         match self.by_socket.get(socket) {
             Some(hint) if hint.key == compact => match hint.flow {
                 NO_FLOW => {}
@@ -336,7 +336,7 @@ impl PathAnalyzer {
             },
             _ => {}
         }
-        let found = self.flow_index(key, create);
+        let found = self.flow_index(key.full()?, create);
         let flow = match found {
             Some(i) => i as u32,
             None if self.flows.len() >= self.cfg.max_flows => OVER_CAP,
