@@ -105,8 +105,10 @@ impl<V> KeyMap<V> {
     }
 }
 
-/// What the table knows of one socket.
+/// What the table knows of one socket. In C order, on a line of its own:
+/// every event of the socket updates the counts, which then share one line.
 #[derive(Clone, Debug, Serialize)]
+#[repr(C, align(64))]
 pub struct FlowInfo {
     pub sock_cookie: u64,
     pub netns: u32,
@@ -135,8 +137,13 @@ pub struct FlowTable {
     by_cookie: FastMap<u64, usize>,
     /// The latest cookie looked up and its index: a socket's events come in runs.
     last: Option<(u64, usize)>,
+    /// Whether `flows[i]` has its addresses: asked at every event with its
+    /// own cookie, and kept apart from the cold `FlowInfo::key` it stands for.
+    named: Vec<bool>,
     /// Addresses → index in `flows`.
     by_key: KeyMap<usize>,
+    /// The latest IPv4 key looked up and its socket: a packet's events come in runs.
+    last_key: Option<((u32, u64, u64), usize)>,
 }
 
 impl FlowTable {
@@ -165,16 +172,19 @@ impl FlowTable {
         // a port, or after the port went to a time-wait socket, carry port 0.
         // The key is registered once, when first known (not on every event);
         // a later socket on the same addresses takes it over.
-        if own.is_some() && flow.key.local.port() == 0 {
+        if own.is_some() && !self.named[i] {
             if let Some(key) = key
                 .full()
                 .filter(|k| k.local.port() != 0 && k.remote.port() != 0)
             {
+                self.named[i] = true;
                 flow.key = key;
                 flow.src = key.local.to_string();
                 flow.dst = key.remote.to_string();
                 flow.netns = key.netns;
                 self.by_key.insert(key, i);
+                // The key may have been another socket's.
+                self.last_key = None;
             }
         }
         flow.events += 1;
@@ -197,6 +207,7 @@ impl FlowTable {
                 Entry::Occupied(i) => *i.get(),
                 Entry::Vacant(slot) => {
                     self.flows.push(new_flow(cookie, ev));
+                    self.named.push(false);
                     *slot.insert(self.flows.len() - 1)
                 }
             },
@@ -206,21 +217,36 @@ impl FlowTable {
     }
 
     /// The number of the socket an event without its own cookie belongs to, by its addresses.
-    fn index_by_key(&self, ev: &Event, key: &EventKey) -> Option<usize> {
-        self.by_key.get_event(key).copied().or_else(|| {
-            // A drop can be on either path: try the other direction too.
-            matches!(ev.body, Body::KfreeSkb(_))
-                .then(|| FlowKey::of(ev, true))
-                .flatten()
-                .and_then(|k| self.by_key.get(&k).copied())
-        })
+    fn index_by_key(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
+        if let (Some((last, i)), Some(v4)) = (self.last_key, key.v4) {
+            if last == v4 {
+                return Some(i);
+            }
+        }
+        let found = self.by_key.get_event(key).copied();
+        if let (Some(i), Some(v4)) = (found, key.v4) {
+            self.last_key = Some((v4, i));
+        }
+        found.or_else(|| self.drop_on_other_path(ev))
+    }
+
+    /// A drop can be on either path: the socket that sent the packet.
+    fn drop_on_other_path(&self, ev: &Event) -> Option<usize> {
+        matches!(ev.body, Body::KfreeSkb(_))
+            .then(|| FlowKey::of(ev, true))
+            .flatten()
+            .and_then(|k| self.by_key.get(&k).copied())
     }
 
     /// The cookie of the socket an event belongs to, without recording anything.
     pub fn cookie_of(&self, ev: &Event) -> Option<u64> {
         match self.own_cookie(ev) {
             Some(cookie) => Some(cookie),
-            None => Some(self.flows[self.index_by_key(ev, &EventKey::of(ev))?].sock_cookie),
+            None => {
+                let key = EventKey::of(ev);
+                let found = self.by_key.get_event(&key).copied();
+                Some(self.flows[found.or_else(|| self.drop_on_other_path(ev))?].sock_cookie)
+            }
         }
     }
 

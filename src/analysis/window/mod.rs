@@ -523,6 +523,9 @@ pub struct WindowAnalyzer {
     /// (`index`), its peer is an index away, and the table grows without
     /// moving a rehashed copy of every socket's state.
     flows: Vec<Flow>,
+    /// `flows[i].view()` as of its latest event: a socket's event reads its
+    /// peer's, which is then one small entry, not two lines of a large `Flow`.
+    views: Vec<PeerView>,
     /// Cookie → index in `flows`, for [`push`](Self::push).
     index: FastMap<u64, usize>,
     /// Socket number → index in `flows` ([`NO_FLOW`] if none), for [`push_at`](Self::push_at).
@@ -540,6 +543,7 @@ impl WindowAnalyzer {
         WindowAnalyzer {
             cfg,
             flows: Vec::new(),
+            views: Vec::new(),
             index: FastMap::default(),
             by_socket: Vec::new(),
             ends: FastMap::default(),
@@ -590,6 +594,7 @@ impl WindowAnalyzer {
                 let i = self.flows.len();
                 self.flows
                     .push(Flow::new(cookie, ev.hdr.ts_ns, self.cfg.limit_window_ns));
+                self.views.push(PeerView::default());
                 match socket {
                     Some(s) => {
                         if self.by_socket.len() <= s {
@@ -612,8 +617,10 @@ impl WindowAnalyzer {
         }
         let peer = self.flows[i]
             .peer
-            .map_or(PeerView::default(), |p| self.flows[p].view());
-        self.flows[i].on_event(ev, &peer, &self.cfg, &mut self.alerts);
+            .map_or(PeerView::default(), |p| self.views[p]);
+        let flow = &mut self.flows[i];
+        flow.on_event(ev, &peer, &self.cfg, &mut self.alerts);
+        self.views[i] = flow.view();
     }
 
     /// Every socket's figures so far, in no particular order.
