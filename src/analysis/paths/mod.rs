@@ -192,8 +192,8 @@ impl PathAnalyzer {
         self.push_keyed(ev, &EventKey::of(ev), None);
     }
 
-    /// [`push`](Self::push) with the event's [`socket_key`] computed by the
-    /// caller, and the number of its socket in the flow table if known: the
+    /// [`push`](Self::push) with the event's key computed by the caller, and
+    /// the number of its socket in the flow table if known: the
     /// flow a socket's events went to last is remembered by that number.
     pub(crate) fn push_keyed(&mut self, ev: &Event, key: &EventKey, socket: Option<usize>) {
         let (ts, skb, cpu) = (ev.hdr.ts_ns, ev.hdr.skb, ev.hdr.cpu);
