@@ -77,36 +77,79 @@ macro_rules! kinds {
 
         impl Event {
             /// Decodes one record. `bytes` must hold exactly one record.
-            #[inline]
             pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 if bytes.len() < std::mem::size_of::<tt_hdr>() {
                     return Err(DecodeError::Short(bytes.len()));
                 }
-                // SAFETY: length checked; tt_hdr is plain old data.
-                let hdr: tt_hdr = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
-                $(
-                    if hdr.kind == tt_kind::$kind as u8 {
-                        let want = std::mem::size_of::<$ev>();
-                        if bytes.len() != want {
-                            return Err(DecodeError::Length { kind: $name, got: bytes.len(), want });
-                        }
-                        // SAFETY: length checked; the record is plain old data.
-                        let ev: $ev = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
-                        return Ok(Event { hdr, body: Body::$variant(ev.body) });
-                    }
-                )*
-                Err(DecodeError::UnknownKind(hdr.kind))
+                let kind = bytes[std::mem::offset_of!(tt_hdr, kind)];
+                let want = record_len(kind).ok_or(DecodeError::UnknownKind(kind))?;
+                if bytes.len() != want {
+                    let kind = kind_name(kind).expect("a kind with a length has a name");
+                    return Err(DecodeError::Length { kind, got: bytes.len(), want });
+                }
+                let mut ev = Event::zeroed();
+                Event::decode_first(bytes, &mut ev).expect("a whole record of a known kind");
+                Ok(ev)
             }
 
-            /// Appends the record's bytes, exactly as the kernel wrote them.
+            /// Decodes the record `bytes` starts with into `ev`, and says how
+            /// long it is; None (`ev` untouched) when its kind is unknown or it
+            /// runs past the end. Replays decode every record of a block with
+            /// this: one test of the kind, one copy of the record, into the
+            /// same place every time (an `Event` returned by value was copied
+            /// once more, by a call to memcpy).
+            #[inline]
+            pub fn decode_first(bytes: &[u8], ev: &mut Event) -> Option<usize> {
+                let kind = *bytes.get(std::mem::offset_of!(tt_hdr, kind))?;
+                $(
+                    if kind == tt_kind::$kind as u8 {
+                        let len = std::mem::size_of::<$ev>();
+                        if bytes.len() < len {
+                            return None;
+                        }
+                        // SAFETY: length checked; the record is plain old data. Its
+                        // parts are read one by one: each is copied inline, the
+                        // whole record by a call to memcpy.
+                        let (hdr, body) = unsafe {
+                            let record = bytes.as_ptr();
+                            (
+                                std::ptr::read_unaligned(
+                                    record.add(std::mem::offset_of!($ev, hdr)).cast::<tt_hdr>(),
+                                ),
+                                std::ptr::read_unaligned(
+                                    record.add(std::mem::offset_of!($ev, body)).cast::<$body>(),
+                                ),
+                            )
+                        };
+                        ev.hdr = hdr;
+                        ev.body = Body::$variant(body);
+                        return Some(len);
+                    }
+                )*
+                None
+            }
+
+            /// Appends the record's bytes in the kernel's layout, tail padding
+            /// zeroed (it was whatever the stack held, so encodings of one
+            /// event could differ).
             pub fn encode(&self, out: &mut Vec<u8>) {
+                let start = out.len();
                 match self.body {
                     $( Body::$variant(body) => {
-                        let ev = <$ev>::from_parts(self.hdr, body);
-                        // SAFETY: plain old data, read as bytes.
-                        out.extend_from_slice(unsafe {
-                            std::slice::from_raw_parts((&ev as *const $ev).cast::<u8>(), std::mem::size_of::<$ev>())
-                        });
+                        out.resize(start + std::mem::size_of::<$ev>(), 0);
+                        // SAFETY: `out` holds size_of::<$ev>() bytes from `start`,
+                        // and both parts are written inside them at their offsets.
+                        unsafe {
+                            let record = out.as_mut_ptr().add(start);
+                            std::ptr::write_unaligned(
+                                record.add(std::mem::offset_of!($ev, hdr)).cast::<tt_hdr>(),
+                                self.hdr,
+                            );
+                            std::ptr::write_unaligned(
+                                record.add(std::mem::offset_of!($ev, body)).cast::<$body>(),
+                                body,
+                            );
+                        }
                     } )*
                 }
             }
@@ -132,21 +175,6 @@ kinds! {
     TT_KIND_CPU_SAMPLE => CpuSample(tt_cpu_sample, tt_ev_cpu_sample), "cpu_sample";
 }
 
-/// `from_parts` for every `tt_ev_*` record: they all are `{ hdr, body }`.
-macro_rules! from_parts {
-    ($($ev:ty => $body:ty),*) => {$(
-        impl $ev {
-            pub fn from_parts(hdr: tt_hdr, body: $body) -> Self { Self { hdr, body } }
-        }
-    )*};
-}
-from_parts!(
-    tt_ev_sendmsg => tt_sendmsg, tt_ev_window_adv => tt_window_adv, tt_ev_pkt => tt_pkt,
-    tt_ev_napi_poll => tt_napi_poll, tt_ev_tcp_rcv => tt_tcp_rcv, tt_ev_data_ready => tt_data_ready,
-    tt_ev_copy_datagram => tt_copy_datagram, tt_ev_app_read => tt_app_read, tt_ev_state => tt_state,
-    tt_ev_retransmit => tt_retransmit, tt_ev_kfree_skb => tt_kfree_skb, tt_ev_cpu_sample => tt_cpu_sample
-);
-
 impl Body {
     /// The `tt_kind` number of this body.
     pub fn kind(&self) -> u8 {
@@ -171,6 +199,11 @@ impl Body {
 }
 
 impl Event {
+    /// A zeroed event, for [`decode_first`](Self::decode_first) to write over.
+    pub fn zeroed() -> Event {
+        Event::new(tt_hdr::default(), Body::CpuSample(tt_cpu_sample::default()))
+    }
+
     /// Builds an event from a body, with the header's kind set to match.
     /// Used by tests and synthetic streams; the kernel fills headers itself.
     pub fn new(mut hdr: tt_hdr, body: Body) -> Event {
@@ -365,32 +398,58 @@ impl FlowKey {
     /// The key of the socket that sent (`outgoing`) or receives this event's packet,
     /// or of the socket itself for socket events. None when the event has no flow.
     pub fn of(ev: &Event, outgoing: bool) -> Option<FlowKey> {
-        let h = &ev.hdr;
-        let turned = ev.is_packet_event() && !outgoing;
-        if h.family as i32 == libc::AF_INET {
-            // Every event builds a key: IPv4 ends are turned around as
-            // numbers and written once, where the path shared with IPv6
-            // moves each end's 16 address bytes one by one.
-            let v4 = |addr: &[u8; 16], port| {
-                let [.., a, b, c, d] = *addr;
-                (u32::from_be_bytes([a, b, c, d]), port)
+        if let Some((netns, local, remote)) = FlowKey::v4_words(ev, outgoing) {
+            let end = |word: u64| {
+                SocketAddr::V4(SocketAddrV4::new(
+                    Ipv4Addr::from_bits((word >> 16) as u32),
+                    word as u16,
+                ))
             };
-            let (src, dst) = (v4(&h.saddr, h.sport), v4(&h.daddr, h.dport));
-            let (local, remote) = if turned { (dst, src) } else { (src, dst) };
-            let end = |(ip, port)| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from_bits(ip), port));
             return Some(FlowKey {
-                netns: h.netns,
+                netns,
                 local: end(local),
                 remote: end(remote),
             });
         }
         let (src, dst) = (ev.src()?, ev.dst()?);
-        let (local, remote) = if turned { (dst, src) } else { (src, dst) };
+        let (local, remote) = if ev.turned(outgoing) {
+            (dst, src)
+        } else {
+            (src, dst)
+        };
         Some(FlowKey {
-            netns: h.netns,
+            netns: ev.hdr.netns,
             local,
             remote,
         })
+    }
+
+    /// [`of`](Self::of) for an `AF_INET` event, as lookups compare it: the
+    /// namespace, then each end as address << 16 | port, read straight from
+    /// the header (every event of a trace looks its key up).
+    pub fn v4_words(ev: &Event, outgoing: bool) -> Option<(u32, u64, u64)> {
+        let h = &ev.hdr;
+        if h.family as i32 != libc::AF_INET {
+            return None;
+        }
+        let end = |addr: &[u8; 16], port: u16| {
+            let [.., a, b, c, d] = *addr;
+            u64::from(u32::from_be_bytes([a, b, c, d])) << 16 | u64::from(port)
+        };
+        let (src, dst) = (end(&h.saddr, h.sport), end(&h.daddr, h.dport));
+        Some(if ev.turned(outgoing) {
+            (h.netns, dst, src)
+        } else {
+            (h.netns, src, dst)
+        })
+    }
+}
+
+impl Event {
+    /// Whether the key of the socket this event is for, sending it
+    /// (`outgoing`) or not, has the header's ends the other way round.
+    fn turned(&self, outgoing: bool) -> bool {
+        self.is_packet_event() && !outgoing
     }
 }
 

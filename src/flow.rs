@@ -72,34 +72,43 @@ impl<V> Default for KeyMap<V> {
     }
 }
 
+/// The IPv4 form of a key: namespace, then each end as address << 16 | port.
+pub(crate) fn compact_v4(key: &FlowKey) -> Option<(u32, u64, u64)> {
+    let end = |a: &std::net::SocketAddrV4| u64::from(a.ip().to_bits()) << 16 | u64::from(a.port());
+    match (key.local, key.remote) {
+        (SocketAddr::V4(l), SocketAddr::V4(r)) => Some((key.netns, end(&l), end(&r))),
+        _ => None,
+    }
+}
+
 impl<V> KeyMap<V> {
-    /// The IPv4 form of a key: namespace, then each end as address << 16 | port.
-    fn v4(key: &FlowKey) -> Option<(u32, u64, u64)> {
-        let end =
-            |a: &std::net::SocketAddrV4| u64::from(a.ip().to_bits()) << 16 | u64::from(a.port());
-        match (key.local, key.remote) {
-            (SocketAddr::V4(l), SocketAddr::V4(r)) => Some((key.netns, end(&l), end(&r))),
-            _ => None,
+    /// The value under an event's key.
+    pub(crate) fn get_event(&self, key: &EventKey) -> Option<&V> {
+        match key.v4 {
+            Some(k) => self.v4.get(&k),
+            None => self.other.get(&key.full()?),
         }
     }
 
     pub fn get(&self, key: &FlowKey) -> Option<&V> {
-        match Self::v4(key) {
+        match compact_v4(key) {
             Some(k) => self.v4.get(&k),
             None => self.other.get(key),
         }
     }
 
     pub fn insert(&mut self, key: FlowKey, value: V) -> Option<V> {
-        match Self::v4(&key) {
+        match compact_v4(&key) {
             Some(k) => self.v4.insert(k, value),
             None => self.other.insert(key, value),
         }
     }
 }
 
-/// What the table knows of one socket.
+/// What the table knows of one socket. In C order, on a line of its own:
+/// every event of the socket updates the counts, which then share one line.
 #[derive(Clone, Debug, Serialize)]
+#[repr(C, align(64))]
 pub struct FlowInfo {
     pub sock_cookie: u64,
     pub netns: u32,
@@ -128,7 +137,13 @@ pub struct FlowTable {
     by_cookie: FastMap<u64, usize>,
     /// The latest cookie looked up and its index: a socket's events come in runs.
     last: Option<(u64, usize)>,
-    by_key: KeyMap<u64>,
+    /// Whether `flows[i]` has its addresses: asked at every event with its
+    /// own cookie, and kept apart from the cold `FlowInfo::key` it stands for.
+    named: Vec<bool>,
+    /// Addresses → index in `flows`.
+    by_key: KeyMap<usize>,
+    /// The latest IPv4 key looked up and its socket: a packet's events come in runs.
+    last_key: Option<((u32, u64, u64), usize)>,
 }
 
 impl FlowTable {
@@ -138,40 +153,38 @@ impl FlowTable {
 
     /// Accounts the event to its socket and returns the socket's cookie, if known.
     pub fn observe(&mut self, ev: &Event) -> Option<u64> {
-        self.observe_keyed(ev, socket_key(ev))
+        let i = self.observe_keyed(ev, &EventKey::of(ev))?;
+        Some(self.flows[i].sock_cookie)
     }
 
-    /// [`observe`](Self::observe) with the event's [`socket_key`] computed by the caller.
-    pub(crate) fn observe_keyed(&mut self, ev: &Event, key: Option<FlowKey>) -> Option<u64> {
+    /// [`observe`](Self::observe) with the event's [`socket_key`] computed by
+    /// the caller; returns the socket's number: sockets are numbered densely
+    /// from 0 in the order first seen, and keep their number.
+    pub(crate) fn observe_keyed(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
         let own = self.own_cookie(ev);
-        let cookie = self.cookie_keyed(ev, own, key)?;
+        let i = match own {
+            Some(cookie) => self.index_of_own(cookie, ev),
+            None => self.index_by_key(ev, key)?,
+        };
+        let flow = &mut self.flows[i];
         // A socket's addresses come from events that carry its own cookie, and
         // only once both ports are known: state changes before connect() picks
         // a port, or after the port went to a time-wait socket, carry port 0.
-        let key = own
-            .and(key)
-            .filter(|k| k.local.port() != 0 && k.remote.port() != 0);
-        let i = match self.last {
-            Some((last, i)) if last == cookie => i,
-            _ => match self.by_cookie.entry(cookie) {
-                Entry::Occupied(i) => *i.get(),
-                Entry::Vacant(slot) => {
-                    self.flows.push(new_flow(cookie, ev));
-                    *slot.insert(self.flows.len() - 1)
-                }
-            },
-        };
-        self.last = Some((cookie, i));
-        let flow = &mut self.flows[i];
         // The key is registered once, when first known (not on every event);
         // a later socket on the same addresses takes it over.
-        if let Some(key) = key {
-            if flow.key.local.port() == 0 {
+        if own.is_some() && !self.named[i] {
+            if let Some(key) = key
+                .full()
+                .filter(|k| k.local.port() != 0 && k.remote.port() != 0)
+            {
+                self.named[i] = true;
                 flow.key = key;
                 flow.src = key.local.to_string();
                 flow.dst = key.remote.to_string();
                 flow.netns = key.netns;
-                self.by_key.insert(key, cookie);
+                self.by_key.insert(key, i);
+                // The key may have been another socket's.
+                self.last_key = None;
             }
         }
         flow.events += 1;
@@ -183,25 +196,58 @@ impl FlowTable {
             Body::State(s) => flow.state = s.newstate,
             _ => {}
         }
-        Some(cookie)
+        Some(i)
+    }
+
+    /// The number of the socket with this cookie, a new one if it is new.
+    fn index_of_own(&mut self, cookie: u64, ev: &Event) -> usize {
+        let i = match self.last {
+            Some((last, i)) if last == cookie => i,
+            _ => match self.by_cookie.entry(cookie) {
+                Entry::Occupied(i) => *i.get(),
+                Entry::Vacant(slot) => {
+                    self.flows.push(new_flow(cookie, ev));
+                    self.named.push(false);
+                    *slot.insert(self.flows.len() - 1)
+                }
+            },
+        };
+        self.last = Some((cookie, i));
+        i
+    }
+
+    /// The number of the socket an event without its own cookie belongs to, by its addresses.
+    fn index_by_key(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
+        if let (Some((last, i)), Some(v4)) = (self.last_key, key.v4) {
+            if last == v4 {
+                return Some(i);
+            }
+        }
+        let found = self.by_key.get_event(key).copied();
+        if let (Some(i), Some(v4)) = (found, key.v4) {
+            self.last_key = Some((v4, i));
+        }
+        found.or_else(|| self.drop_on_other_path(ev))
+    }
+
+    /// A drop can be on either path: the socket that sent the packet.
+    fn drop_on_other_path(&self, ev: &Event) -> Option<usize> {
+        matches!(ev.body, Body::KfreeSkb(_))
+            .then(|| FlowKey::of(ev, true))
+            .flatten()
+            .and_then(|k| self.by_key.get(&k).copied())
     }
 
     /// The cookie of the socket an event belongs to, without recording anything.
     pub fn cookie_of(&self, ev: &Event) -> Option<u64> {
-        self.cookie_keyed(ev, self.own_cookie(ev), socket_key(ev))
-    }
-
-    fn cookie_keyed(&self, ev: &Event, own: Option<u64>, key: Option<FlowKey>) -> Option<u64> {
-        if own.is_some() {
-            return own;
+        match self.own_cookie(ev) {
+            Some(cookie) => Some(cookie),
+            None => {
+                let key = EventKey::of(ev);
+                let found = self.by_key.get_event(&key).copied();
+                Some(self.flows[found.or_else(|| self.drop_on_other_path(ev))?].sock_cookie)
+            }
         }
-        self.by_key.get(&key?).copied().or_else(|| {
-            // A drop can be on either path: try the other direction too.
-            matches!(ev.body, Body::KfreeSkb(_))
-                .then(|| FlowKey::of(ev, true))
-                .flatten()
-                .and_then(|k| self.by_key.get(&k).copied())
-        })
     }
 
     /// The cookie an event carries of its own socket. An incoming packet can
@@ -269,6 +315,28 @@ fn new_flow(cookie: u64, ev: &Event) -> FlowInfo {
         bytes_sent: 0,
         bytes_received: 0,
         state: 0,
+    }
+}
+
+/// An event's [`socket_key`] as lookups take it: an IPv4 one as three words
+/// read from the header, the [`FlowKey`] itself built only when asked for.
+#[derive(Clone, Copy)]
+pub(crate) struct EventKey<'a> {
+    ev: &'a Event,
+    /// Set for every key with IPv4 ends.
+    pub v4: Option<(u32, u64, u64)>,
+}
+
+impl<'a> EventKey<'a> {
+    pub fn of(ev: &'a Event) -> EventKey<'a> {
+        let v4 = FlowKey::v4_words(ev, is_outgoing(ev))
+            // IPv4-mapped IPv6 ends are IPv4 ends.
+            .or_else(|| compact_v4(&socket_key(ev)?));
+        EventKey { ev, v4 }
+    }
+
+    pub fn full(&self) -> Option<FlowKey> {
+        socket_key(self.ev)
     }
 }
 

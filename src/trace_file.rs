@@ -12,7 +12,7 @@
 //! recorder was killed) or with a bad checksum is rejected with the offset
 //! where it went wrong, never with a panic.
 
-use crate::event::{record_len, DecodeError, Event};
+use crate::event::{record_len, Event};
 use crate::probe::HookHits;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -343,15 +343,23 @@ impl TraceReader {
                 return Ok(None);
             }
         }
-        self.decode_next().map(Some)
+        let mut ev = Event::zeroed();
+        match self.decode_next(&mut ev) {
+            true => Ok(Some(ev)),
+            false => Err(self.bad_record()),
+        }
     }
 
     /// Reads every event and the trailer.
     pub fn for_each(&mut self, mut f: impl FnMut(&Event)) -> Result<&TraceSummary, TraceError> {
+        let mut ev = Event::zeroed();
         loop {
             // Block by block: the per-event loop only decodes.
-            while self.pos < self.block.len() {
-                f(&self.decode_next()?);
+            while self.decode_next(&mut ev) {
+                f(&ev);
+            }
+            if self.pos < self.block.len() {
+                return Err(self.bad_record());
             }
             if self.summary.is_some() || !self.next_block()? {
                 break;
@@ -363,26 +371,24 @@ impl TraceReader {
             .expect("the loop ends only after the trailer"))
     }
 
-    /// The record at `pos`, which is inside the current block.
-    #[inline]
-    fn decode_next(&mut self) -> Result<Event, TraceError> {
-        let rest = &self.block[self.pos..];
-        let kind = rest
-            .get(std::mem::offset_of!(crate::abi::tt_hdr, kind))
-            .copied();
-        let len = kind.and_then(record_len).filter(|&len| len <= rest.len());
-        let Some(len) = len else {
-            let what = format!(
-                "record {} of a block has an unknown kind or overruns it",
-                self.events
-            );
-            return Err(self.corrupt(what));
+    /// Decodes the record at `pos` into `ev`; false at the end of the block
+    /// or at a record that is not one ([`bad_record`](Self::bad_record) then says which).
+    #[inline(always)]
+    fn decode_next(&mut self, ev: &mut Event) -> bool {
+        let Some(len) = Event::decode_first(&self.block[self.pos..], ev) else {
+            return false;
         };
-        let ev =
-            Event::decode(&rest[..len]).map_err(|e: DecodeError| self.corrupt(e.to_string()))?;
         self.pos += len;
         self.events += 1;
-        Ok(ev)
+        true
+    }
+
+    #[cold]
+    fn bad_record(&self) -> TraceError {
+        self.corrupt(format!(
+            "record {} of a block has an unknown kind or overruns it",
+            self.events
+        ))
     }
 
     fn next_block(&mut self) -> Result<bool, TraceError> {

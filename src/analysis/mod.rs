@@ -4,11 +4,11 @@ pub mod paths;
 pub mod window;
 
 use crate::event::Event;
-use crate::flow::{socket_key, FlowInfo, FlowTable};
+use crate::flow::{EventKey, FlowInfo, FlowTable};
 use paths::{PathAnalyzer, PathConfig, PathReport};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use window::{Alert, FlowWindowReport, WindowAnalyzer, WindowConfig};
+use window::{Alerts, FlowWindowReport, WindowAnalyzer, WindowConfig};
 
 #[derive(Clone, Debug, Default)]
 pub struct AnalysisConfig {
@@ -76,15 +76,16 @@ impl Analysis {
     }
 
     /// Feeds one event; returns the alerts it raised.
-    pub fn push(&mut self, ev: &Event) -> std::vec::Drain<'_, Alert> {
+    pub fn push(&mut self, ev: &Event) -> Alerts<'_> {
         self.events += 1;
         self.first_ns.get_or_insert(ev.hdr.ts_ns);
         self.last_ns = self.last_ns.max(ev.hdr.ts_ns);
         // One key for both: the table's and the paths' views of an event agree.
-        let key = socket_key(ev);
-        self.flows.observe_keyed(ev, key);
-        self.paths.push_keyed(ev, key);
-        self.window.push(ev)
+        let key = EventKey::of(ev);
+        // The table finds the socket once; the analyses index their state by its number.
+        let socket = self.flows.observe_keyed(ev, &key);
+        self.paths.push_keyed(ev, &key, socket);
+        self.window.push_at(ev, socket)
     }
 
     pub fn flows(&self) -> &FlowTable {

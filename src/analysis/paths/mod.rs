@@ -32,7 +32,7 @@ mod tx;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};
-use crate::flow::{socket_key, KeyMap};
+use crate::flow::{EventKey, KeyMap};
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
@@ -124,6 +124,27 @@ struct Pending {
     rx: rx::RxFlow,
 }
 
+/// The flow a socket's events with `key` go to: an index in
+/// `PathAnalyzer::flows`, or [`OVER_CAP`]; [`NO_FLOW`] when not known.
+#[derive(Clone, Copy)]
+struct SocketHint {
+    key: (u32, u64, u64),
+    flow: u32,
+}
+
+impl Default for SocketHint {
+    fn default() -> Self {
+        SocketHint {
+            key: (0, 0, 0),
+            flow: NO_FLOW,
+        }
+    }
+}
+
+const NO_FLOW: u32 = u32::MAX;
+/// Not tracked: it was first seen after `max_flows` were.
+const OVER_CAP: u32 = u32::MAX - 1;
+
 /// Trace time between sweeps for stale packets.
 const SWEEP_EVERY_NS: u64 = 100_000_000;
 
@@ -136,6 +157,8 @@ pub struct PathAnalyzer {
     /// The latest key looked up and its flow, if tracked: events come in
     /// runs per flow, and beyond `max_flows` most find none.
     last_flow: Option<(FlowKey, Option<usize>)>,
+    /// By the flow table's socket number: the flow its events went to last.
+    by_socket: Vec<SocketHint>,
     overall: PathTable,
     napi: Vec<NapiAcc>,
     counters: Counters,
@@ -156,6 +179,7 @@ impl PathAnalyzer {
             flows: Vec::new(),
             index: KeyMap::default(),
             last_flow: None,
+            by_socket: Vec::new(),
             overall: PathTable::default(),
             napi: Vec::new(),
             counters: Counters::default(),
@@ -165,11 +189,13 @@ impl PathAnalyzer {
     }
 
     pub fn push(&mut self, ev: &Event) {
-        self.push_keyed(ev, socket_key(ev));
+        self.push_keyed(ev, &EventKey::of(ev), None);
     }
 
-    /// [`push`](Self::push) with the event's [`socket_key`] computed by the caller.
-    pub(crate) fn push_keyed(&mut self, ev: &Event, key: Option<FlowKey>) {
+    /// [`push`](Self::push) with the event's key computed by the caller, and
+    /// the number of its socket in the flow table if known: the
+    /// flow a socket's events went to last is remembered by that number.
+    pub(crate) fn push_keyed(&mut self, ev: &Event, key: &EventKey, socket: Option<usize>) {
         let (ts, skb, cpu) = (ev.hdr.ts_ns, ev.hdr.skb, ev.hdr.cpu);
         if ts > self.now_ns {
             self.now_ns = ts;
@@ -180,31 +206,37 @@ impl PathAnalyzer {
         }
         match &ev.body {
             Body::NapiPoll(p) => self.napi_poll(p.ifindex, p.work, p.budget),
-            Body::Sendmsg(b) => self.with_flow(ev, key, true, |f, ctx| f.tx.on_sendmsg(ts, b, ctx)),
-            Body::WindowAdv(b) => self.with_flow(ev, key, b.len > 0, |f, ctx| {
+            Body::Sendmsg(b) => {
+                self.with_flow(ev, key, socket, true, |f, ctx| f.tx.on_sendmsg(ts, b, ctx))
+            }
+            Body::WindowAdv(b) => self.with_flow(ev, key, socket, b.len > 0, |f, ctx| {
                 f.tx.on_queue(ts, skb, cpu, b, ctx)
             }),
-            Body::DevStartXmit(p) => {
-                self.with_flow(ev, key, false, |f, _| f.tx.on_start_xmit(ts, skb, cpu, p))
-            }
-            Body::DevXmit(p) => {
-                self.with_flow(ev, key, false, |f, ctx| f.tx.on_xmit(ts, skb, cpu, p, ctx))
-            }
-            Body::RxEntry(p) => {
-                self.with_flow(ev, key, p.len > 0, |f, ctx| f.rx.on_entry(ts, p, ctx))
-            }
-            Body::NetifReceive(p) => self.with_flow(ev, key, p.len > 0, |f, ctx| {
+            Body::DevStartXmit(p) => self.with_flow(ev, key, socket, false, |f, _| {
+                f.tx.on_start_xmit(ts, skb, cpu, p)
+            }),
+            Body::DevXmit(p) => self.with_flow(ev, key, socket, false, |f, ctx| {
+                f.tx.on_xmit(ts, skb, cpu, p, ctx)
+            }),
+            Body::RxEntry(p) => self.with_flow(ev, key, socket, p.len > 0, |f, ctx| {
+                f.rx.on_entry(ts, p, ctx)
+            }),
+            Body::NetifReceive(p) => self.with_flow(ev, key, socket, p.len > 0, |f, ctx| {
                 f.rx.on_netif_receive(ts, p, ctx)
             }),
-            Body::TcpRcv(b) => self.with_flow(ev, key, b.len > 0, |f, ctx| {
+            Body::TcpRcv(b) => self.with_flow(ev, key, socket, b.len > 0, |f, ctx| {
                 f.tx.on_ack(b);
                 f.rx.on_tcp_rcv(ts, b, ctx)
             }),
-            Body::DataReady(b) => self.with_flow(ev, key, false, |f, _| f.rx.on_data_ready(ts, b)),
-            Body::CopyDatagram(b) => self.with_flow(ev, key, false, |f, _| f.rx.on_copy(ts, b)),
-            Body::AppRead(b) => {
-                self.with_flow(ev, key, false, |f, ctx| f.rx.on_app_read(ts, b, ctx))
+            Body::DataReady(b) => {
+                self.with_flow(ev, key, socket, false, |f, _| f.rx.on_data_ready(ts, b))
             }
+            Body::CopyDatagram(b) => {
+                self.with_flow(ev, key, socket, false, |f, _| f.rx.on_copy(ts, b))
+            }
+            Body::AppRead(b) => self.with_flow(ev, key, socket, false, |f, ctx| {
+                f.rx.on_app_read(ts, b, ctx)
+            }),
             Body::KfreeSkb(b) => self.kfree_skb(ev, b.seq, b.len),
             Body::State(_) | Body::Retransmit(_) | Body::CpuSample(_) => {}
         }
@@ -262,14 +294,16 @@ impl PathAnalyzer {
     fn with_flow(
         &mut self,
         ev: &Event,
-        key: Option<FlowKey>,
+        key: &EventKey,
+        socket: Option<usize>,
         create: bool,
         f: impl FnOnce(&mut Pending, &mut Ctx),
     ) {
-        let Some(key) = key else {
-            return;
+        let found = match (socket, key.v4) {
+            (Some(s), Some(v4)) => self.flow_of_socket(s, v4, key, create),
+            _ => key.full().and_then(|key| self.flow_index(key, create)),
         };
-        let Some(i) = self.flow_index(key, create) else {
+        let Some(i) = found else {
             return;
         };
         if ev.hdr.sock_cookie != 0 {
@@ -277,6 +311,43 @@ impl PathAnalyzer {
         }
         let (flow, mut ctx) = self.parts(i);
         f(flow, &mut ctx);
+    }
+
+    /// [`flow_index`](Self::flow_index) through the flow socket `socket`'s
+    /// events with this key went to last (IPv4 keys: `compact`).
+    fn flow_of_socket(
+        &mut self,
+        socket: usize,
+        compact: (u32, u64, u64),
+        key: &EventKey,
+        create: bool,
+    ) -> Option<usize> {
+        match self.by_socket.get(socket) {
+            Some(hint) if hint.key == compact => match hint.flow {
+                NO_FLOW => {}
+                OVER_CAP => {
+                    // A flow not tracked once the cap was reached never is.
+                    if create {
+                        self.counters.evictions.events_over_flow_cap += 1;
+                    }
+                    return None;
+                }
+                i => return Some(i as usize),
+            },
+            _ => {}
+        }
+        let found = self.flow_index(key.full()?, create);
+        let flow = match found {
+            Some(i) => i as u32,
+            None if self.flows.len() >= self.cfg.max_flows => OVER_CAP,
+            // Not created by this event, it may be by a later one.
+            None => return None,
+        };
+        if self.by_socket.len() <= socket {
+            self.by_socket.resize(socket + 1, SocketHint::default());
+        }
+        self.by_socket[socket] = SocketHint { key: compact, flow };
+        found
     }
 
     fn flow_index(&mut self, key: FlowKey, create: bool) -> Option<usize> {

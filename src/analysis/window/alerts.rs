@@ -37,6 +37,25 @@ pub struct Alert {
     pub message: String,
 }
 
+/// The alerts one event raised: usually none, and then dropping them costs
+/// one test (an empty `Drain` made every event pay for its drop).
+pub struct Alerts<'a>(Option<std::vec::Drain<'a, Alert>>);
+
+impl<'a> Alerts<'a> {
+    /// Takes what `raised` holds.
+    pub(super) fn take(raised: &'a mut Vec<Alert>) -> Alerts<'a> {
+        Alerts((!raised.is_empty()).then(|| raised.drain(..)))
+    }
+}
+
+impl Iterator for Alerts<'_> {
+    type Item = Alert;
+
+    fn next(&mut self) -> Option<Alert> {
+        self.0.as_mut()?.next()
+    }
+}
+
 /// An episode switch with hysteresis: it fires when the metric reaches the
 /// threshold and re-arms only after the metric falls below half of it, so a
 /// metric hovering around the threshold gives one alert, not one per event.

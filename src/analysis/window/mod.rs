@@ -25,7 +25,7 @@ pub mod sender;
 pub mod stalls;
 
 pub use advice::{Advice, MtuOption};
-pub use alerts::{Alert, AlertKind};
+pub use alerts::{Alert, AlertKind, Alerts};
 pub use limits::{KernelChrono, LimitFractions, LimitTimes, LimitsReport};
 pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowClassifier};
 pub use sender::{SendWindow, WindowChain};
@@ -513,6 +513,9 @@ pub struct WindowReport {
     pub flows: Vec<FlowWindowReport>,
 }
 
+/// No window analysis for a socket (yet): sockets without window events have none.
+const NO_FLOW: u32 = u32::MAX;
+
 /// The incremental analyzer; see the module documentation.
 pub struct WindowAnalyzer {
     cfg: WindowConfig,
@@ -520,8 +523,13 @@ pub struct WindowAnalyzer {
     /// (`index`), its peer is an index away, and the table grows without
     /// moving a rehashed copy of every socket's state.
     flows: Vec<Flow>,
-    /// Cookie → index in `flows`.
+    /// `flows[i].view()` as of its latest event: a socket's event reads its
+    /// peer's, which is then one small entry, not two lines of a large `Flow`.
+    views: Vec<PeerView>,
+    /// Cookie → index in `flows`, for [`push`](Self::push).
     index: FastMap<u64, usize>,
+    /// Socket number → index in `flows` ([`NO_FLOW`] if none), for [`push_at`](Self::push_at).
+    by_socket: Vec<u32>,
     /// (local, remote) → index in `flows`, to find the other end of a
     /// connection traced in another netns.
     ends: FastMap<(SocketAddr, SocketAddr), usize>,
@@ -535,7 +543,9 @@ impl WindowAnalyzer {
         WindowAnalyzer {
             cfg,
             flows: Vec::new(),
+            views: Vec::new(),
             index: FastMap::default(),
+            by_socket: Vec::new(),
             ends: FastMap::default(),
             alerts: Vec::new(),
             jiffies: None,
@@ -543,17 +553,30 @@ impl WindowAnalyzer {
     }
 
     /// Feeds one event; returns the alerts it started (usually none).
-    pub fn push(&mut self, ev: &Event) -> std::vec::Drain<'_, Alert> {
+    pub fn push(&mut self, ev: &Event) -> Alerts<'_> {
+        self.push_at(ev, None)
+    }
+
+    /// [`push`](Self::push) with the event's socket found by the caller:
+    /// `socket` numbers the sockets densely (the flow table's index), so a
+    /// socket's state is two array reads away instead of a hash lookup.
+    /// Given for one of a socket's window events, it must be for all of
+    /// them (the flow table numbers every event with its own cookie).
+    pub(crate) fn push_at(&mut self, ev: &Event, socket: Option<usize>) -> Alerts<'_> {
         self.alerts.clear();
         let cookie = ev.hdr.sock_cookie;
-        if cookie == 0
-            || !matches!(
+        if cookie != 0
+            && matches!(
                 ev.body,
                 Body::WindowAdv(_) | Body::TcpRcv(_) | Body::Sendmsg(_)
             )
         {
-            return self.alerts.drain(..);
+            self.analyze(ev, cookie, socket);
         }
+        Alerts::take(&mut self.alerts)
+    }
+
+    fn analyze(&mut self, ev: &Event, cookie: u64, socket: Option<usize>) {
         if let Body::TcpRcv(r) = &ev.body {
             let sample = (ev.hdr.ts_ns, r.jiffies);
             self.jiffies = Some(
@@ -561,11 +584,31 @@ impl WindowAnalyzer {
                     .map_or((sample, sample), |(first, _)| (first, sample)),
             );
         }
-        let i = *self.index.entry(cookie).or_insert_with(|| {
-            self.flows
-                .push(Flow::new(cookie, ev.hdr.ts_ns, self.cfg.limit_window_ns));
-            self.flows.len() - 1
-        });
+        let found = match socket {
+            Some(s) => self.by_socket.get(s).copied().filter(|&i| i != NO_FLOW),
+            None => self.index.get(&cookie).map(|&i| i as u32),
+        };
+        let i = match found {
+            Some(i) => i as usize,
+            None => {
+                let i = self.flows.len();
+                self.flows
+                    .push(Flow::new(cookie, ev.hdr.ts_ns, self.cfg.limit_window_ns));
+                self.views.push(PeerView::default());
+                match socket {
+                    Some(s) => {
+                        if self.by_socket.len() <= s {
+                            self.by_socket.resize(s + 1, NO_FLOW);
+                        }
+                        self.by_socket[s] = i as u32;
+                    }
+                    None => {
+                        self.index.insert(cookie, i);
+                    }
+                }
+                i
+            }
+        };
         if self.flows[i].ends.is_none() {
             if let (Some(local), Some(remote)) = (ev.src(), ev.dst()) {
                 self.flows[i].ends = Some((local, remote));
@@ -574,9 +617,10 @@ impl WindowAnalyzer {
         }
         let peer = self.flows[i]
             .peer
-            .map_or(PeerView::default(), |p| self.flows[p].view());
-        self.flows[i].on_event(ev, &peer, &self.cfg, &mut self.alerts);
-        self.alerts.drain(..)
+            .map_or(PeerView::default(), |p| self.views[p]);
+        let flow = &mut self.flows[i];
+        flow.on_event(ev, &peer, &self.cfg, &mut self.alerts);
+        self.views[i] = flow.view();
     }
 
     /// Every socket's figures so far, in no particular order.
