@@ -55,6 +55,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let mut write_error = None;
     let mut progress = session::Progress::new(args.quiet);
     let flow_count = std::cell::Cell::new(0);
+    // Every record is decoded into this one event (as replays do).
+    let mut ev = Event::zeroed();
     let stats = Collector::new().run(
         &mut tracer,
         stop,
@@ -63,10 +65,10 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             if write_error.is_some() {
                 return;
             }
-            if let Ok(ev) = Event::decode(record) {
+            if Event::decode_first(record, &mut ev).is_some() {
                 flows.observe(&ev);
                 flow_count.set(flows.len());
-                if let Body::CpuSample(s) = ev.body {
+                if let Body::CpuSample(s) = &ev.body {
                     stack_ids.extend([s.kstack_id, s.ustack_id].into_iter().filter(|&id| id >= 0));
                     // Read while the process lives; it may be gone by the end.
                     process_names

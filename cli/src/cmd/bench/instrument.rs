@@ -324,12 +324,13 @@ fn collect(mut tracer: Tracer, stop: &AtomicBool, file: &Path) -> Result<Session
     let mut writer = TraceWriter::create(file, &meta)?;
     let mut flows = FlowTable::new();
     let mut write_error = None;
+    let mut ev = Event::zeroed();
     let stats = Collector::new().run(
         &mut tracer,
         stop,
         None,
         |record| {
-            if let Ok(ev) = Event::decode(record) {
+            if Event::decode_first(record, &mut ev).is_some() {
                 flows.observe(&ev);
             }
             if let Err(err) = writer.write_record(record) {

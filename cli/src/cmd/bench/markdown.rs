@@ -374,6 +374,28 @@ fn per_packet_budget(r: &Results) -> Option<String> {
         rate.collector_cpu_pct_at_highest? / 100.0 / rate.highest_zero_loss_events_per_s? * 1e9;
     let cpu_per_packet_ns = r.machine.cpus as f64 / untraced.value.median * 1e9;
     let least_ns = events_per_packet * (record_ns + collector_ns);
+    // Sampled, the probes still run on every hit, about one per record of
+    // the full mode, and decide there.
+    let sampled = r
+        .kernel_cost
+        .as_ref()?
+        .backends
+        .iter()
+        .find(|b| b.sample_every > 1)
+        .map_or(String::new(), |b| {
+            let hits_ns = events_per_packet * b.added_ns_per_run;
+            format!(
+                " Sampling 1/{}, the probes still run on each of those {events_per_packet:.1} \
+                 hits, at {:.0} ns each (the 1/{} rows above), so {:.2} µs per segment, {:.1}% \
+                 of it, where a ratio of 0.99 leaves 1%: cheaper, but not under the goal \
+                 either, before the dispatch of the programs is counted.",
+                b.sample_every,
+                b.added_ns_per_run,
+                b.sample_every,
+                hits_ns / 1e3,
+                hits_ns / cpu_per_packet_ns * 100.0
+            )
+        });
     Some(format!(
         "**The least full per-packet tracing of small segments can cost here**, from this \
          run's figures: each data segment raised {events_per_packet:.1} records (its ACK's \
@@ -383,7 +405,8 @@ fn per_packet_budget(r: &Results) -> Option<String> {
          segment, on the same {} vCPUs that give an untraced segment {:.1} µs of CPU (at \
          most: that is if the transfer kept them all busy). That is {:.0}% of it, and the \
          kernel's share alone {:.0}%, where a ratio of 0.97 leaves 3%: on this machine no tracer \
-         that sends a record per stage per packet meets that goal, whatever its probes read.",
+         that sends a record per stage per packet meets that goal, whatever its probes read.\
+         {sampled}",
         least_ns / 1e3,
         r.machine.cpus,
         cpu_per_packet_ns / 1e3,
@@ -404,18 +427,16 @@ per stage per packet, that is sampling (the 1/64 rows) or an in-kernel aggregati
 which this version does not have; and on a host whose transfer leaves cores idle, the cost \
 lands on those instead of on the transfer.";
 
-const WHY_SAMPLED: &str = "With 1/64 sampling every probe still runs on every hook hit, \
-and about eleven hooks fire per packet across both ends (send, queue, driver entry and exit, \
-NAPI/backlog, receive, TCP, readable, copy, read). Sampling keeps 16 KiB blocks of each flow's \
-sequence space, and an event is kept when the bytes it handles touch a chosen block, so a \
-packet probe must probe-read the IP/TCP headers to learn the range its decision is keyed on: \
-the rows marked 1/64 in the in-kernel cost table above are what a hit costs then (tens of ns, \
-on top of the dispatch the empty program shows). NAPI polls carry no bytes and are kept 1 in \
-64 per CPU; a sampled run sends about 1/60 of the events of a full one. What remains is that \
-per-hit cost, paid by all the packets sampling drops. What would close it: a hook per stage \
-instead of per event kind where the kernel offers one (fentry on tcp_transmit_skb gives the \
-sequence numbers without a header read), and on this VM nothing else: the dispatch of an empty \
-program is already a large part of it.";
+const WHY_SAMPLED: &str = "With 1/64 sampling every probe still runs on every hook hit: \
+sampling keeps 16 KiB blocks of each flow's sequence space, and an event is kept when the \
+bytes it handles touch a chosen block, so a packet probe must probe-read the IP/TCP headers to \
+learn the range its decision is keyed on (the rows marked 1/64 in the in-kernel table are \
+what a hit costs then). NAPI polls carry no bytes and are kept 1 in 64 per CPU, so a sampled \
+run sends about 1/60 of a full run's records; what remains is the per-hit cost, which the \
+paragraph at the end of this section weighs against an untraced segment. What would close \
+it: fewer hooks per packet where the kernel offers a hook that sees both the socket and the \
+segment (fentry on tcp_transmit_skb and tcp_v4_do_rcv, absent on this kernel), and a host \
+whose transfer leaves a core idle.";
 
 const WHY_VERSUS: &str = "tcpdump records one 128-byte header per packet at one \
 device, tenge-trace about a dozen records per packet across the stack, so full per-packet \
