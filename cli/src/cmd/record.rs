@@ -144,7 +144,7 @@ fn report_hits(hits: &[HookHits]) {
         .collect();
     if missed.is_empty() {
         eprintln!(
-            "tenge-trace: every one of the {total} hits of the {} tracepoints hooked ran its program",
+            "tenge-trace: every one of the {total} hook hits on {} tracepoints ran its program",
             hits.len()
         );
     } else {
