@@ -467,14 +467,17 @@ The result therefore moves with the load around it from run to run. When no step
 collector (or a higher scheduling priority), and a larger ring (`--ring-mib 64`) to ride out \
 scheduling gaps.";
 
-const WHY_REPLAY: &str = "Profiled with callgrind (instruction counts do not move \
-with this shared VM's load): about 930 instructions and 9 L1 misses per event, roughly \
-decoding and the loop 174, the flow table 160, the window analysis 160, the path analysis \
-150, Analysis::push 55, the block checksum 55, the flow key 34. What would close it: one \
-socket registry whose slot the flow table hands to both analyses (about 100 instructions per \
-event), decoding in place instead of building a 184-byte owned event per record (about 100), \
-and each socket's window state split into hot and cold parts, so that an event touches 3 or 4 \
-cache lines.";
+const WHY_REPLAY: &str = "Profiled with callgrind and its cache simulation \
+(instruction counts do not move with this shared VM's load): about 670 instructions and 8 L1 \
+misses per event, the flow table about 30% of the time (a miss on the cookie table, one on \
+the socket's counts), the address lookup of packets that carry no cookie next, the window \
+analysis about 25%, copying the file in the kernel about 10%. One socket number shared by the \
+flow table and both analyses, and decoding into one reused event, took it from 930 \
+instructions to 670. The window state already fits the last-level cache (0.2 misses per event \
+there); what costs is the dozen L1 lines a socket's window state touches per segment, and a \
+hot/cold split of it saved only 6% of the misses (tried, not kept). What would close it: \
+fewer things counted per socket on the hot path (the loss history and the recent-limits \
+slots updated on every window), and the flow table's two misses folded into one.";
 
 const WHY_MEMORY: &str = "Per socket the window analysis keeps about 1.4 KB and \
 the path analysis its stage histograms (for up to 4096 flows), and 10k connections are 20k \
