@@ -48,14 +48,16 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     if !args.json {
         eprintln!("tenge-trace: watching; Ctrl-C for the summary");
     }
+    // Every record is decoded into this one event (as replays do).
+    let mut ev = Event::zeroed();
     let stats = Collector::new().run(
         &mut tracer,
         &flags.stop,
         deadline,
         |record| {
-            let Ok(ev) = Event::decode(record) else {
+            if Event::decode_first(record, &mut ev).is_none() {
                 return;
-            };
+            }
             for alert in analysis.borrow_mut().push(&ev) {
                 printer.print(&alert);
                 if args.exit_on_alert {
