@@ -583,10 +583,30 @@ mod tests {
         Ok((r.meta().clone(), out, summary))
     }
 
-    fn tmp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("tt-trace-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join(name)
+    /// A file of this test process in the temp dir, removed when dropped.
+    struct TempFile(PathBuf);
+
+    impl std::ops::Deref for TempFile {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for TempFile {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn tmp(name: &str) -> TempFile {
+        TempFile(std::env::temp_dir().join(format!("tt-trace-test-{}-{name}", std::process::id())))
     }
 
     #[test]

@@ -4,18 +4,13 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
-use std::path::{Path, PathBuf};
+use common::TempDir;
+use std::path::Path;
 use std::process::{Command, Output};
 use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tt-cli-files-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
 }
 
 /// A receiver advertising 26844 (= 3 x 8948) from 27001 bytes of free space, 20 times.
@@ -39,7 +34,8 @@ fn run(cmd: &mut Command) -> Output {
 
 #[test]
 fn dump_json_lines_carry_the_contract_fields() {
-    let path = tmp("dump.ttr");
+    let dir = TempDir::new("files-dump");
+    let path = dir.join("dump.ttr");
     write_trace(&path, 0);
     let out = run(bin().arg("dump").arg(&path).arg("--json"));
     assert!(
@@ -77,7 +73,8 @@ fn dump_json_lines_carry_the_contract_fields() {
 
 #[test]
 fn dump_filters_by_kind_and_flow_and_warns_about_losses() {
-    let path = tmp("filters.ttr");
+    let dir = TempDir::new("files-filters");
+    let path = dir.join("filters.ttr");
     write_trace(&path, 7);
     let out = run(bin().arg("dump").arg(&path).args(["--kind", "tcp_rcv"]));
     assert!(out.status.success());
@@ -95,11 +92,12 @@ fn dump_filters_by_kind_and_flow_and_warns_about_losses() {
 
 #[test]
 fn truncated_corrupt_and_missing_files_fail_clearly() {
-    let path = tmp("whole.ttr");
+    let dir = TempDir::new("files-broken");
+    let path = dir.join("whole.ttr");
     write_trace(&path, 0);
     let bytes = std::fs::read(&path).unwrap();
 
-    let cut = tmp("cut.ttr");
+    let cut = dir.join("cut.ttr");
     std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
     let out = run(bin().arg("dump").arg(&cut));
     assert_eq!(out.status.code(), Some(2));
@@ -107,7 +105,7 @@ fn truncated_corrupt_and_missing_files_fail_clearly() {
     assert!(err.contains("truncated"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 
-    let bad = tmp("bad.ttr");
+    let bad = dir.join("bad.ttr");
     let mut flipped = bytes.clone();
     let at = bytes.len() / 2;
     flipped[at] ^= 0x55;
@@ -116,7 +114,7 @@ fn truncated_corrupt_and_missing_files_fail_clearly() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("corrupt"));
 
-    let out = run(bin().arg("dump").arg(tmp("does-not-exist.ttr")));
+    let out = run(bin().arg("dump").arg(dir.join("does-not-exist.ttr")));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
 }

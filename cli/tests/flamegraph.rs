@@ -5,6 +5,7 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
+use common::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
@@ -18,28 +19,6 @@ fn serial() -> MutexGuard<'static, ()> {
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
-}
-
-/// A fresh directory of this test run, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("tt-flamegraph-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn run(cmd: &mut Command) -> Output {
@@ -69,7 +48,7 @@ fn path_flamegraph_of_a_lab_transfer_names_the_stages_and_renders() {
         return;
     }
     let _serial = serial();
-    let tmp = TempDir::new("paths");
+    let tmp = TempDir::new("flamegraph-paths");
     let trace = tmp.join("lab.tt");
     run(bin().args(["lab", "--bytes", "16000000", "-o"]).arg(&trace));
     let svg = artifact("paths-flamegraph.svg");
@@ -158,7 +137,7 @@ fn cpu_flamegraph_of_a_bulk_transfer_shows_tcp_and_copy_frames() {
         return;
     }
     let _serial = serial();
-    let tmp = TempDir::new("cpu");
+    let tmp = TempDir::new("flamegraph-cpu");
     let trace = tmp.join("cpu.tt");
     // CPU samples are not filtered by address or port; port 1 keeps every
     // packet event out, so the file holds just the profile of the transfer

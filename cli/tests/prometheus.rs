@@ -5,6 +5,7 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
+use common::TempDir;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -73,23 +74,6 @@ impl Drop for Running {
         }
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("tt-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -208,7 +192,7 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
     let metrics_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
     let prometheus_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
 
-    let log = |name: &str| std::fs::File::create(dir.0.join(name)).unwrap();
+    let log = |name: &str| std::fs::File::create(dir.join(name)).unwrap();
     let _watch = Running(
         Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
             .args(["watch", "--json", "--addr", &receiver, "--prometheus"])
@@ -228,14 +212,14 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
         })
     });
 
-    std::fs::write(dir.0.join("alerts.yml"), test_rules()).unwrap();
+    std::fs::write(dir.join("alerts.yml"), test_rules()).unwrap();
     std::fs::write(
-        dir.0.join("prometheus.yml"),
+        dir.join("prometheus.yml"),
         format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - {rules}\n\
              scrape_configs:\n  - job_name: tenge-trace\n    static_configs:\n      - targets: [\"{metrics_addr}\"]\n",
-            rules = dir.0.join("alerts.yml").display()
+            rules = dir.join("alerts.yml").display()
         ),
     )
     .unwrap();
@@ -243,11 +227,11 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
         Command::new(prometheus_bin)
             .arg(format!(
                 "--config.file={}",
-                dir.0.join("prometheus.yml").display()
+                dir.join("prometheus.yml").display()
             ))
             .arg(format!(
                 "--storage.tsdb.path={}",
-                dir.0.join("data").display()
+                dir.join("data").display()
             ))
             .arg(format!("--web.listen-address={prometheus_addr}"))
             .stdout(Stdio::null())
@@ -290,7 +274,7 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
             assert!(
                 !transfer.is_finished() && Instant::now() < deadline,
                 "the clamp rule did not fire for the lab's flows; last alerts: {alerts}; Prometheus log in {}",
-                dir.0.display()
+                dir.path().display()
             );
             std::thread::sleep(Duration::from_millis(500));
         };

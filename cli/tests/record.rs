@@ -28,7 +28,8 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
     }
     let lab = Lab::new(&LabConfig::default()).unwrap();
     let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
-    let file = std::env::temp_dir().join(format!("tt-record-iperf3-{}.ttr", std::process::id()));
+    let dir = common::TempDir::new("record-iperf3");
+    let file = dir.join("iperf3.ttr");
     let receiver = lab.receiver_ip().to_string();
     let out = bin()
         .args(["record", "-q", "--count-hits", "-o"])
@@ -87,7 +88,6 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
         .output()
         .unwrap();
     let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
-    let _ = std::fs::remove_file(&file);
     assert_eq!(summary.lost_total(), 0);
     // Every packet the file has passed the driver hook, which perf counted
     // (with the other traffic of the machine, which the filter drops).

@@ -162,7 +162,8 @@ fn record_interrupted_writes_a_whole_file() {
     if !common::require_root("record_interrupted_writes_a_whole_file") {
         return;
     }
-    let file = std::env::temp_dir().join(format!("tt-sigint-{}.ttr", std::process::id()));
+    let dir = common::TempDir::new("sigint");
+    let file = dir.join("interrupted.ttr");
     let mut cmd = bin();
     cmd.args(["record", "-q", "--port", "1", "-o"]).arg(&file);
     // Every probe attached: one link per hook, a dozen or more.
@@ -174,5 +175,4 @@ fn record_interrupted_writes_a_whole_file() {
     let mut reader = tenge_trace::trace_file::TraceReader::open(&file).unwrap();
     let summary = reader.for_each(|_| {}).unwrap();
     assert_eq!(summary.end_reason, "interrupted");
-    let _ = std::fs::remove_file(&file);
 }

@@ -50,3 +50,32 @@ pub fn clamped_windows() -> Vec<tenge_trace::event::Event> {
         })
         .collect()
 }
+
+/// A fresh directory of this test process, removed with what is in it when
+/// dropped (also when the test fails).
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub struct TempDir(std::path::PathBuf);
+
+#[allow(dead_code)]
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("tt-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
