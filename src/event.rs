@@ -399,12 +399,7 @@ impl FlowKey {
     /// or of the socket itself for socket events. None when the event has no flow.
     pub fn of(ev: &Event, outgoing: bool) -> Option<FlowKey> {
         if let Some((netns, local, remote)) = FlowKey::v4_words(ev, outgoing) {
-            let end = |word: u64| {
-                SocketAddr::V4(SocketAddrV4::new(
-                    Ipv4Addr::from_bits((word >> 16) as u32),
-                    word as u16,
-                ))
-            };
+            let end = |word: u64| SocketAddr::V4(v4_end(word));
             return Some(FlowKey {
                 netns,
                 local: end(local),
@@ -434,7 +429,7 @@ impl FlowKey {
         }
         let end = |addr: &[u8; 16], port: u16| {
             let [.., a, b, c, d] = *addr;
-            u64::from(u32::from_be_bytes([a, b, c, d])) << 16 | u64::from(port)
+            v4_word(&SocketAddrV4::new(Ipv4Addr::from([a, b, c, d]), port))
         };
         let (src, dst) = (end(&h.saddr, h.sport), end(&h.daddr, h.dport));
         Some(if ev.turned(outgoing) {
@@ -443,6 +438,16 @@ impl FlowKey {
             (h.netns, src, dst)
         })
     }
+}
+
+/// An IPv4 end as one word, address << 16 | port: how key lookups compare it.
+pub(crate) fn v4_word(end: &SocketAddrV4) -> u64 {
+    u64::from(end.ip().to_bits()) << 16 | u64::from(end.port())
+}
+
+/// The end [`v4_word`] made a word of.
+fn v4_end(word: u64) -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::from_bits((word >> 16) as u32), word as u16)
 }
 
 impl Event {

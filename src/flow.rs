@@ -5,7 +5,7 @@
 //! mapped through the connection's addresses, turned around to the receiving
 //! socket's point of view, within the event's network namespace.
 
-use crate::event::{Body, Event, FlowKey};
+use crate::event::{v4_word, Body, Event, FlowKey};
 use serde::Serialize;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -74,9 +74,8 @@ impl<V> Default for KeyMap<V> {
 
 /// The IPv4 form of a key: namespace, then each end as address << 16 | port.
 pub(crate) fn compact_v4(key: &FlowKey) -> Option<(u32, u64, u64)> {
-    let end = |a: &std::net::SocketAddrV4| u64::from(a.ip().to_bits()) << 16 | u64::from(a.port());
     match (key.local, key.remote) {
-        (SocketAddr::V4(l), SocketAddr::V4(r)) => Some((key.netns, end(&l), end(&r))),
+        (SocketAddr::V4(l), SocketAddr::V4(r)) => Some((key.netns, v4_word(&l), v4_word(&r))),
         _ => None,
     }
 }
