@@ -344,10 +344,10 @@ impl TraceReader {
             }
         }
         let mut ev = Event::zeroed();
-        match self.decode_next(&mut ev) {
-            true => Ok(Some(ev)),
-            false => Err(self.bad_record()),
+        if !self.decode_next(&mut ev) {
+            return Err(self.bad_record());
         }
+        Ok(Some(ev))
     }
 
     /// Reads every event and the trailer.
