@@ -102,6 +102,22 @@ impl<V> KeyMap<V> {
             None => self.other.insert(key, value),
         }
     }
+
+    /// Removes the key if it holds `value` (a later flow may have taken it over).
+    pub(crate) fn remove_if(&mut self, key: &FlowKey, value: &V)
+    where
+        V: PartialEq,
+    {
+        match compact_v4(key) {
+            Some(k) if self.v4.get(&k) == Some(value) => {
+                self.v4.remove(&k);
+            }
+            None if self.other.get(key) == Some(value) => {
+                self.other.remove(key);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What the table knows of one socket. In C order, on a line of its own:
@@ -143,6 +159,8 @@ pub struct FlowTable {
     by_key: KeyMap<usize>,
     /// The latest IPv4 key looked up and its socket: a packet's events come in runs.
     last_key: Option<((u32, u64, u64), usize)>,
+    /// Numbers of retired sockets, given to the next new ones.
+    free: Vec<usize>,
 }
 
 impl FlowTable {
@@ -205,9 +223,19 @@ impl FlowTable {
             _ => match self.by_cookie.entry(cookie) {
                 Entry::Occupied(i) => *i.get(),
                 Entry::Vacant(slot) => {
-                    self.flows.push(new_flow(cookie, ev));
-                    self.named.push(false);
-                    *slot.insert(self.flows.len() - 1)
+                    let flow = new_flow(cookie, ev);
+                    let i = match self.free.pop() {
+                        Some(i) => {
+                            self.flows[i] = flow;
+                            i
+                        }
+                        None => {
+                            self.flows.push(flow);
+                            self.named.push(false);
+                            self.flows.len() - 1
+                        }
+                    };
+                    *slot.insert(i)
                 }
             },
         };
@@ -287,12 +315,58 @@ impl FlowTable {
         flows
     }
 
+    /// Sockets tracked now (retired ones not counted).
     pub fn len(&self) -> usize {
-        self.flows.len()
+        self.by_cookie.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.flows.is_empty()
+        self.by_cookie.is_empty()
+    }
+
+    /// Socket numbers in use or free: the table's memory.
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Whether socket number `i` is in use (not retired, or given to a new socket).
+    pub(crate) fn is_live(&self, i: usize) -> bool {
+        self.flows.get(i).is_some_and(|f| f.sock_cookie != 0)
+    }
+
+    /// The socket numbered `i`, which must be live.
+    pub(crate) fn socket(&self, i: usize) -> &FlowInfo {
+        &self.flows[i]
+    }
+
+    /// Numbers of the sockets whose latest event came before `cutoff_ns`.
+    pub(crate) fn idle_before(&self, cutoff_ns: u64) -> Vec<usize> {
+        self.by_cookie
+            .values()
+            .copied()
+            .filter(|&i| self.flows[i].last_ns < cutoff_ns)
+            .collect()
+    }
+
+    /// Forgets socket `i` and returns what the table knew of it; its number
+    /// goes to the next new socket. A later event with its cookie starts a new socket.
+    pub(crate) fn retire(&mut self, i: usize) -> FlowInfo {
+        let cookie = self.flows[i].sock_cookie;
+        let info = std::mem::replace(&mut self.flows[i], new_flow(0, &Event::zeroed()));
+        self.by_cookie.remove(&cookie);
+        if self.named[i] {
+            self.by_key.remove_if(&info.key, &i);
+            self.named[i] = false;
+        }
+        if self.last.is_some_and(|(_, last)| last == i) {
+            self.last = None;
+        }
+        if self.last_key.is_some_and(|(_, last)| last == i) {
+            self.last_key = None;
+        }
+        self.free.push(i);
+        info
     }
 }
 

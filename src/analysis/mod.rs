@@ -1,19 +1,31 @@
 //! Pure analyses over events: no BPF, no I/O. [`Analysis`] runs them all over
 //! one stream, live (`watch`, `lab`) or on a recording (`report`).
 pub mod paths;
+mod retired;
+#[cfg(test)]
+mod tests;
 pub mod window;
 
-use crate::event::Event;
+pub use retired::{FoldedTotals, RetireConfig, RetiredTotals, RetirementReport};
+
+use crate::event::{Body, Event};
 use crate::flow::{EventKey, FlowInfo, FlowTable};
 use paths::{PathAnalyzer, PathConfig, PathReport};
+use retired::Retired;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use window::{Alerts, FlowWindowReport, WindowAnalyzer, WindowConfig};
+
+/// `TCP_CLOSE` of include/net/tcp_states.h.
+const TCP_CLOSE: u8 = 7;
 
 #[derive(Clone, Debug, Default)]
 pub struct AnalysisConfig {
     pub window: WindowConfig,
     pub paths: PathConfig,
+    /// Retire closed and idle sockets (see [`RetireConfig`]); None: every
+    /// socket is kept to the end, and the report has a row for each.
+    pub retire: Option<RetireConfig>,
 }
 
 /// The flow table, the window analyses and the path analyses, fed together.
@@ -21,6 +33,7 @@ pub struct Analysis {
     flows: FlowTable,
     window: WindowAnalyzer,
     paths: PathAnalyzer,
+    retired: Option<Retired>,
     events: u64,
     first_ns: Option<u64>,
     last_ns: u64,
@@ -61,6 +74,10 @@ pub struct Report {
     /// Path costs: `sample_every`, `paths`, `combined`, `path_flows`, `napi`, `coverage`, `evictions`.
     #[serde(flatten)]
     pub path_costs: PathReport,
+    /// Sockets retired during the trace, and those of their rows that
+    /// `flows` and `sockets` do not show; absent when retirement was off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retirement: Option<RetirementReport>,
 }
 
 impl Analysis {
@@ -69,6 +86,7 @@ impl Analysis {
             flows: FlowTable::new(),
             window: WindowAnalyzer::new(cfg.window),
             paths: PathAnalyzer::new(cfg.paths),
+            retired: cfg.retire.map(Retired::new),
             events: 0,
             first_ns: None,
             last_ns: 0,
@@ -85,7 +103,69 @@ impl Analysis {
         // The table finds the socket once; the analyses index their state by its number.
         let socket = self.flows.observe_keyed(ev, &key);
         self.paths.push_keyed(ev, &key, socket);
+        // Off the per-event path: a close, or once a second of trace time.
+        if let Some(retired) = &self.retired {
+            if ev.hdr.ts_ns >= retired.next_idle_check_ns || is_close(ev) {
+                self.retire_due(ev, socket);
+            }
+        }
         self.window.push_at(ev, socket)
+    }
+
+    /// Retires the socket `ev` closed, and the sockets idle for too long,
+    /// each with its peer: both ends of a connection go together, when the
+    /// second one is done (closed or idle), so each end's report reads the
+    /// other's final state.
+    fn retire_due(&mut self, ev: &Event, socket: Option<usize>) {
+        let Some(retired) = &mut self.retired else {
+            return;
+        };
+        let now = ev.hdr.ts_ns;
+        let idle_cutoff = retired.cfg.idle_ns.map(|idle| now.saturating_sub(idle));
+        let mut due: Vec<usize> = socket.filter(|_| is_close(ev)).into_iter().collect();
+        if let Some(cutoff) = idle_cutoff.filter(|_| retired.idle_check_due(now)) {
+            due.extend(self.flows.idle_before(cutoff));
+        }
+        let done = |flows: &FlowTable, s: usize| {
+            let info = flows.socket(s);
+            info.state == TCP_CLOSE || idle_cutoff.is_some_and(|c| info.last_ns < c)
+        };
+        for s in due {
+            // Retired already, as the peer of an earlier one.
+            if !self.flows.is_live(s) {
+                continue;
+            }
+            match self.window.peer_socket(s) {
+                Some(p) if self.flows.is_live(p) => {
+                    if done(&self.flows, p) {
+                        self.retire_sockets(&[s, p]);
+                    }
+                }
+                _ => self.retire_sockets(&[s]),
+            }
+        }
+    }
+
+    fn retire_sockets(&mut self, sockets: &[usize]) {
+        let mut windows = self.window.retire(sockets);
+        let Some(retired) = &mut self.retired else {
+            return;
+        };
+        for &s in sockets {
+            let info = self.flows.retire(s);
+            self.paths.retire(s, &info.key);
+            let window = windows
+                .iter()
+                .position(|w| w.socket == s)
+                .map(|k| windows.swap_remove(k))
+                .map(|w| (w.report, w.live));
+            retired.add(info, window);
+        }
+    }
+
+    /// Every retired socket's figures summed, when sockets are retired.
+    pub fn retired_totals(&self) -> Option<&RetiredTotals> {
+        self.retired.as_ref().map(|r| &r.totals)
     }
 
     pub fn flows(&self) -> &FlowTable {
@@ -109,7 +189,17 @@ impl Analysis {
 
     pub fn finish(self, provenance: Provenance) -> Report {
         let events_lost = provenance.lost.values().sum();
-        let window = self.window.finish(events_lost);
+        let mut window = self.window.finish(events_lost);
+        let mut sockets: Vec<FlowInfo> = self.flows.flows().into_iter().cloned().collect();
+        let retirement = self.retired.map(|retired| {
+            let (retired_sockets, retired_windows, report) = retired.finish();
+            sockets.extend(retired_sockets);
+            window.flows.extend(retired_windows);
+            report
+        });
+        // Stable sorts: without retired rows, the orders stay as they were.
+        sockets.sort_by_key(|f| std::cmp::Reverse(f.bytes_sent + f.bytes_received));
+        window.flows.sort_by_key(|f| f.sock_cookie);
         Report {
             tool_version: env!("CARGO_PKG_VERSION"),
             kernel_release: provenance.kernel_release,
@@ -121,8 +211,13 @@ impl Analysis {
             model_mismatches: window.model_mismatches,
             jiffies_hz: window.jiffies_hz,
             flows: window.flows,
-            sockets: self.flows.flows().into_iter().cloned().collect(),
+            sockets,
             path_costs: self.paths.finish(),
+            retirement,
         }
     }
+}
+
+fn is_close(ev: &Event) -> bool {
+    matches!(&ev.body, Body::State(s) if s.newstate == TCP_CLOSE)
 }

@@ -115,6 +115,27 @@ struct Flow {
     cookie: u64,
     table: Option<Box<PathTable>>,
     pending: Pending,
+    /// Flows created before this one: orders the breakdowns in the report.
+    created: u64,
+    /// The flow table's sockets whose [`SocketHint`] names this flow.
+    hinted: u32,
+    /// A socket of this flow was retired: the flow is freed once no socket
+    /// names it and nothing of it is in flight.
+    closing: bool,
+}
+
+impl Flow {
+    fn new(key: FlowKey, created: u64, breakdown: bool) -> Flow {
+        Flow {
+            key,
+            cookie: 0,
+            table: breakdown.then(Box::default),
+            pending: Pending::default(),
+            created,
+            hinted: 0,
+            closing: false,
+        }
+    }
 }
 
 /// A flow's packets in flight, per direction.
@@ -122,6 +143,12 @@ struct Flow {
 struct Pending {
     tx: tx::TxFlow,
     rx: rx::RxFlow,
+}
+
+impl Pending {
+    fn is_settled(&self) -> bool {
+        self.tx.is_settled() && self.rx.is_settled()
+    }
 }
 
 /// The flow a socket's events with `key` go to: an index in
@@ -142,6 +169,18 @@ impl Default for SocketHint {
 }
 
 const NO_FLOW: u32 = u32::MAX;
+/// The key of a free slot of `PathAnalyzer::flows`.
+const UNKNOWN_KEY: FlowKey = FlowKey {
+    netns: 0,
+    local: std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
+        std::net::Ipv4Addr::UNSPECIFIED,
+        0,
+    )),
+    remote: std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
+        std::net::Ipv4Addr::UNSPECIFIED,
+        0,
+    )),
+};
 /// Not tracked: it was first seen after `max_flows` were.
 const OVER_CAP: u32 = u32::MAX - 1;
 
@@ -164,6 +203,12 @@ pub struct PathAnalyzer {
     counters: Counters,
     now_ns: u64,
     next_sweep_ns: u64,
+    /// Flows created so far; the first `max_flow_breakdown` get a breakdown.
+    created: u64,
+    /// Slots of `flows` freed after their sockets were retired.
+    free: Vec<usize>,
+    /// Breakdowns of the freed flows, by `created`.
+    retired_rows: Vec<(u64, FlowPaths)>,
 }
 
 impl Default for PathAnalyzer {
@@ -185,6 +230,9 @@ impl PathAnalyzer {
             counters: Counters::default(),
             now_ns: 0,
             next_sweep_ns: 0,
+            created: 0,
+            free: Vec::new(),
+            retired_rows: Vec::new(),
         }
     }
 
@@ -248,15 +296,68 @@ impl PathAnalyzer {
             let in_flight = flow.rx.drain(&mut ctx) + flow.tx.in_flight();
             ctx.counters.evictions.in_flight_at_end += in_flight;
         }
+        let mut rows = std::mem::take(&mut self.retired_rows);
+        rows.extend(self.flows.iter().filter_map(|f| {
+            let table = f.table.as_deref()?;
+            Some((
+                f.created,
+                report::flow_paths(&self.cfg, &f.key, f.cookie, table),
+            ))
+        }));
+        rows.sort_unstable_by_key(|&(created, _)| created);
         report::build(
             &self.cfg,
             &self.overall,
-            self.flows
-                .iter()
-                .filter_map(|f| Some((f.key, f.cookie, f.table.as_deref()?))),
+            rows.into_iter().map(|(_, row)| row).collect(),
             &self.napi,
             &self.counters,
         )
+    }
+
+    /// The flow table retired `socket` (with addresses `key`): its flow is
+    /// freed at a sweep once no other socket names it and nothing of it is
+    /// in flight, so the sweeps and the end of the trace count exactly what
+    /// they would have had it stayed.
+    pub(crate) fn retire(&mut self, socket: usize, key: &FlowKey) {
+        if let Some(hint) = self.by_socket.get_mut(socket) {
+            let named = std::mem::take(hint).flow;
+            self.unhint(named);
+        }
+        if let Some(&i) = self.index.get(key) {
+            self.flows[i].closing = true;
+        }
+    }
+
+    /// A socket hint no longer names `flow`.
+    fn unhint(&mut self, flow: u32) {
+        if flow < OVER_CAP {
+            self.flows[flow as usize].hinted -= 1;
+        }
+    }
+
+    /// Flow slots in use or free: the analyses' memory.
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Flows tracked now (freed ones not counted).
+    fn tracked(&self) -> usize {
+        self.flows.len() - self.free.len()
+    }
+
+    /// Frees closing flow `i`, keeping its breakdown for the report.
+    fn free_flow(&mut self, i: usize) {
+        let flow = std::mem::replace(&mut self.flows[i], Flow::new(UNKNOWN_KEY, u64::MAX, false));
+        self.index.remove_if(&flow.key, &i);
+        if self.last_flow.is_some_and(|(key, _)| key == flow.key) {
+            self.last_flow = None;
+        }
+        if let Some(table) = flow.table {
+            let row = report::flow_paths(&self.cfg, &flow.key, flow.cookie, &table);
+            self.retired_rows.push((flow.created, row));
+        }
+        self.free.push(i);
     }
 
     /// Every stage's latencies so far, over all flows, bucketed at
@@ -338,15 +439,22 @@ impl PathAnalyzer {
         }
         let found = self.flow_index(key.full()?, create);
         let flow = match found {
-            Some(i) => i as u32,
-            None if self.flows.len() >= self.cfg.max_flows => OVER_CAP,
+            Some(i) => {
+                self.flows[i].hinted += 1;
+                i as u32
+            }
+            None if self.tracked() >= self.cfg.max_flows => OVER_CAP,
             // Not created by this event, it may be by a later one.
             None => return None,
         };
         if self.by_socket.len() <= socket {
             self.by_socket.resize(socket + 1, SocketHint::default());
         }
-        self.by_socket[socket] = SocketHint { key: compact, flow };
+        let replaced = std::mem::replace(
+            &mut self.by_socket[socket],
+            SocketHint { key: compact, flow },
+        );
+        self.unhint(replaced.flow);
         found
     }
 
@@ -361,24 +469,30 @@ impl PathAnalyzer {
                 self.last_flow = Some((key, None));
                 return None;
             }
-            None if self.flows.len() >= self.cfg.max_flows => {
+            None if self.tracked() >= self.cfg.max_flows => {
                 self.counters.evictions.events_over_flow_cap += 1;
                 self.last_flow = Some((key, None));
                 return None;
             }
             None => {
-                let breakdown = self.flows.len() < self.cfg.max_flow_breakdown;
+                let breakdown = self.created < self.cfg.max_flow_breakdown as u64;
                 if !breakdown {
                     self.counters.evictions.flows_without_breakdown += 1;
                 }
-                self.flows.push(Flow {
-                    key,
-                    cookie: 0,
-                    table: breakdown.then(Box::default),
-                    pending: Pending::default(),
-                });
-                self.index.insert(key, self.flows.len() - 1);
-                self.flows.len() - 1
+                let flow = Flow::new(key, self.created, breakdown);
+                self.created += 1;
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.flows[i] = flow;
+                        i
+                    }
+                    None => {
+                        self.flows.push(flow);
+                        self.flows.len() - 1
+                    }
+                };
+                self.index.insert(key, i);
+                i
             }
         };
         self.last_flow = Some((key, Some(i)));
@@ -440,6 +554,10 @@ impl PathAnalyzer {
             let (flow, mut ctx) = self.parts(i);
             flow.tx.expire(now, &mut ctx);
             flow.rx.expire(now, &mut ctx);
+            let flow = &self.flows[i];
+            if flow.closing && flow.hinted == 0 && flow.pending.is_settled() {
+                self.free_flow(i);
+            }
         }
     }
 }

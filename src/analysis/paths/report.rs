@@ -126,28 +126,34 @@ pub struct Evictions {
     pub writes_dropped: u64,
 }
 
-pub(super) fn build<'a>(
+/// One flow's breakdown, from its own path table.
+pub(super) fn flow_paths(
+    cfg: &PathConfig,
+    key: &FlowKey,
+    cookie: u64,
+    table: &PathTable,
+) -> FlowPaths {
+    let (paths, combined) = entries(table, cfg.sample_every.max(1) as u64);
+    FlowPaths {
+        cookie,
+        netns: key.netns,
+        local: key.local.to_string(),
+        remote: key.remote.to_string(),
+        paths,
+        combined,
+    }
+}
+
+/// `flows`: the per-flow breakdowns ([`flow_paths`]).
+pub(super) fn build(
     cfg: &PathConfig,
     overall: &PathTable,
-    flows: impl Iterator<Item = (FlowKey, u64, &'a PathTable)>,
+    flows: Vec<FlowPaths>,
     napi: &[NapiAcc],
     counters: &Counters,
 ) -> PathReport {
     let scale = cfg.sample_every.max(1) as u64;
     let (paths, combined) = entries(overall, scale);
-    let flows = flows
-        .map(|(key, cookie, table)| {
-            let (paths, combined) = entries(table, scale);
-            FlowPaths {
-                cookie,
-                netns: key.netns,
-                local: key.local.to_string(),
-                remote: key.remote.to_string(),
-                paths,
-                combined,
-            }
-        })
-        .collect();
     let note = if scale > 1 {
         format!(
             "1-in-{scale} sampling by sequence number: packets and total_ns are scaled by {scale}; \

@@ -352,6 +352,19 @@ impl RxFlow {
         }
     }
 
+    /// No unit in flight.
+    pub fn is_settled(&self) -> bool {
+        [
+            &self.entered,
+            &self.in_stack,
+            &self.queued,
+            &self.readable,
+            &self.copied,
+        ]
+        .iter()
+        .all(|q| q.is_empty())
+    }
+
     /// Finishes every unit still in flight; returns how many there were.
     pub fn drain(&mut self, ctx: &mut Ctx) -> u64 {
         let mut n = 0;

@@ -326,6 +326,12 @@ impl TxFlow {
     pub fn in_flight(&self) -> u64 {
         self.queued.len() as u64
     }
+
+    /// Nothing left that a sweep or the end of the trace would count: no
+    /// skb queued, no write that could go stale (the newest one never does).
+    pub fn is_settled(&self) -> bool {
+        self.queued.is_empty() && self.writes.len() <= 1
+    }
 }
 
 /// `seq` lies in `[start, start + len)`.

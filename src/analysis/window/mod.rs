@@ -141,6 +141,8 @@ struct Flow {
     rx: ReceiverSide,
     limits: LimitTracker,
     alerts: Vec<Alert>,
+    /// The flow table's number of this socket ([`NO_FLOW`] if pushed without one).
+    socket: u32,
 }
 
 impl Flow {
@@ -159,7 +161,24 @@ impl Flow {
             clamp_episode: Episode::default(),
             limit_episodes: [Episode::default(); 3],
             alerts: Vec::new(),
+            socket: NO_FLOW,
         }
+    }
+
+    /// A free slot of `WindowAnalyzer::flows`: cookie 0, which no analysed socket has.
+    fn vacant(limit_window_ns: u64) -> Self {
+        Flow::new(0, 0, limit_window_ns)
+    }
+
+    fn is_vacant(&self) -> bool {
+        self.cookie == 0
+    }
+
+    /// Closes the stalls still open and returns the receive side's report.
+    fn finish(&mut self) -> ReceiveWindow {
+        self.send_stalls.finish(self.last_ns);
+        self.recv_stalls.finish(self.last_ns);
+        self.rx.report(self.last_ns)
     }
 
     fn view(&self) -> PeerView {
@@ -429,6 +448,21 @@ pub struct LiveWindow {
     pub stalled: bool,
 }
 
+impl LiveWindow {
+    /// Adds another socket's figures (`recent_rounding_loss` is kept: it is one socket's).
+    pub fn add(&mut self, other: &LiveWindow) {
+        self.limited.rwnd_ns += other.limited.rwnd_ns;
+        self.limited.cwnd_ns += other.limited.cwnd_ns;
+        self.limited.sndbuf_ns += other.limited.sndbuf_ns;
+        self.limited.app_ns += other.limited.app_ns;
+        self.advertised_count += other.advertised_count;
+        self.mss_rounded_count += other.mss_rounded_count;
+        self.mss_rounding_bytes_lost += other.mss_rounding_bytes_lost;
+        self.sws_stalls += other.sws_stalls;
+        self.sws_stall_ns += other.sws_stall_ns;
+    }
+}
+
 impl Flow {
     fn live(&self) -> LiveWindow {
         let (send_count, send_ns, send_active) = self.send_stalls.so_far(self.last_ns);
@@ -536,6 +570,20 @@ pub struct WindowAnalyzer {
     alerts: Vec<Alert>,
     /// First and latest (ts, jiffies) seen, for `HZ`.
     jiffies: Option<((u64, u32), (u64, u32))>,
+    /// Slots of `flows` freed by [`retire`](Self::retire), for the next new sockets.
+    free: Vec<usize>,
+    /// `model_mismatches` of the retired sockets' reports.
+    retired_mismatches: u64,
+}
+
+/// A socket's window analysis at its retirement.
+#[derive(Clone, Debug)]
+pub struct RetiredWindow {
+    /// The flow table's number of the socket.
+    pub socket: usize,
+    pub report: FlowWindowReport,
+    /// Its figures as [`WindowAnalyzer::live_flows`] showed them last.
+    pub live: LiveWindow,
 }
 
 impl WindowAnalyzer {
@@ -549,6 +597,8 @@ impl WindowAnalyzer {
             ends: FastMap::default(),
             alerts: Vec::new(),
             jiffies: None,
+            free: Vec::new(),
+            retired_mismatches: 0,
         }
     }
 
@@ -591,10 +641,19 @@ impl WindowAnalyzer {
         let i = match found {
             Some(i) => i as usize,
             None => {
-                let i = self.flows.len();
-                self.flows
-                    .push(Flow::new(cookie, ev.hdr.ts_ns, self.cfg.limit_window_ns));
-                self.views.push(PeerView::default());
+                let mut flow = Flow::new(cookie, ev.hdr.ts_ns, self.cfg.limit_window_ns);
+                flow.socket = socket.map_or(NO_FLOW, |s| s as u32);
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.flows[i] = flow;
+                        i
+                    }
+                    None => {
+                        self.flows.push(flow);
+                        self.views.push(PeerView::default());
+                        self.flows.len() - 1
+                    }
+                };
                 match socket {
                     Some(s) => {
                         if self.by_socket.len() <= s {
@@ -625,7 +684,80 @@ impl WindowAnalyzer {
 
     /// Every socket's figures so far, in no particular order.
     pub fn live_flows(&self) -> impl Iterator<Item = LiveWindow> + '_ {
-        self.flows.iter().map(Flow::live)
+        self.flows.iter().filter(|f| !f.is_vacant()).map(Flow::live)
+    }
+
+    /// Flow slots in use or free: the analyses' memory.
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// The index in `flows` of the flow table's socket `socket`, if it has one.
+    fn flow_at(&self, socket: usize) -> Option<usize> {
+        let i = *self.by_socket.get(socket)?;
+        (i != NO_FLOW).then_some(i as usize)
+    }
+
+    /// The flow table's number of the traced socket at the other end of `socket`.
+    pub(crate) fn peer_socket(&self, socket: usize) -> Option<usize> {
+        let peer = self.flows[self.flow_at(socket)?].peer?;
+        let s = self.flows[peer].socket;
+        (s != NO_FLOW).then_some(s as usize)
+    }
+
+    /// Finishes the flow table's sockets `sockets` into their reports and
+    /// frees their state. A socket's report reads its peer's receive side:
+    /// retire the two ends of a connection together (the peer of a socket
+    /// retired alone is unpaired, and its later windows miss our MSS).
+    pub(crate) fn retire(&mut self, sockets: &[usize]) -> Vec<RetiredWindow> {
+        let hz = self.hz();
+        let found: Vec<(usize, usize)> = sockets
+            .iter()
+            .filter_map(|&s| Some((s, self.flow_at(s)?)))
+            .collect();
+        let lives: Vec<LiveWindow> = found.iter().map(|&(_, i)| self.flows[i].live()).collect();
+        let receives: Vec<ReceiveWindow> =
+            found.iter().map(|&(_, i)| self.flows[i].finish()).collect();
+        let mut retired = Vec::with_capacity(found.len());
+        for (k, (&(socket, i), live)) in found.iter().zip(lives).enumerate() {
+            let peer_free = self.flows[i]
+                .peer
+                .and_then(|p| found.iter().position(|&(_, j)| j == p))
+                .map_or(0.0, |p| receives[p].mean_free_space);
+            let report = self.flow_report(i, receives[k].clone(), peer_free, hz);
+            self.retired_mismatches += report.window.receive.model_mismatches;
+            retired.push(RetiredWindow {
+                socket,
+                report,
+                live,
+            });
+        }
+        for (socket, i) in found {
+            self.free_slot(socket, i);
+        }
+        retired
+    }
+
+    /// Forgets flow `i` (socket `socket`): its slot goes to the next new socket.
+    fn free_slot(&mut self, socket: usize, i: usize) {
+        self.by_socket[socket] = NO_FLOW;
+        let flow = std::mem::replace(&mut self.flows[i], Flow::vacant(self.cfg.limit_window_ns));
+        self.views[i] = PeerView::default();
+        if self.index.get(&flow.cookie) == Some(&i) {
+            self.index.remove(&flow.cookie);
+        }
+        if let Some(ends) = flow.ends {
+            if self.ends.get(&ends) == Some(&i) {
+                self.ends.remove(&ends);
+            }
+        }
+        if let Some(p) = flow.peer {
+            if self.flows[p].peer == Some(i) {
+                self.flows[p].peer = None;
+            }
+        }
+        self.free.push(i);
     }
 
     /// Records a socket's ends and pairs it with the socket at the other end.
@@ -649,38 +781,41 @@ impl WindowAnalyzer {
     }
 
     /// The report over everything pushed. `events_lost` comes from the collector.
+    /// Retired sockets' figures are in `model_mismatches`, not in `flows`.
     pub fn finish(mut self, events_lost: u64) -> WindowReport {
         let hz = self.hz();
-        let mut by_cookie: Vec<usize> = (0..self.flows.len()).collect();
-        by_cookie.sort_unstable_by_key(|&i| self.flows[i].cookie);
-        let receives: Vec<ReceiveWindow> = self
-            .flows
-            .iter_mut()
-            .map(|flow| {
-                flow.send_stalls.finish(flow.last_ns);
-                flow.recv_stalls.finish(flow.last_ns);
-                flow.rx.report(flow.last_ns)
-            })
+        let mut by_cookie: Vec<usize> = (0..self.flows.len())
+            .filter(|&i| !self.flows[i].is_vacant())
             .collect();
+        by_cookie.sort_unstable_by_key(|&i| self.flows[i].cookie);
+        let receives: Vec<ReceiveWindow> = self.flows.iter_mut().map(Flow::finish).collect();
         let flows: Vec<FlowWindowReport> = by_cookie
             .into_iter()
-            .map(|i| self.flow_report(i, &receives, hz))
+            .map(|i| {
+                let peer_free = self.flows[i]
+                    .peer
+                    .map_or(0.0, |p| receives[p].mean_free_space);
+                self.flow_report(i, receives[i].clone(), peer_free, hz)
+            })
             .collect();
         WindowReport {
             events_lost,
-            model_mismatches: flows
-                .iter()
-                .map(|f| f.window.receive.model_mismatches)
-                .sum(),
+            model_mismatches: self.retired_mismatches
+                + flows
+                    .iter()
+                    .map(|f| f.window.receive.model_mismatches)
+                    .sum::<u64>(),
             jiffies_hz: hz,
             flows,
         }
     }
 
+    /// `receive`: the flow's [`Flow::finish`]; `peer_free`: its peer's mean free space.
     fn flow_report(
         &mut self,
         i: usize,
-        receives: &[ReceiveWindow],
+        receive: ReceiveWindow,
+        peer_free: f64,
         hz: Option<u32>,
     ) -> FlowWindowReport {
         let peer_index = self.flows[i].peer;
@@ -693,13 +828,12 @@ impl WindowAnalyzer {
                 rx.advmss,
                 rx.scaling_ratio,
                 rx.rcv_wscale,
-                receives[p].mean_free_space,
+                peer_free,
             )
         });
         let cfg = self.cfg.clone();
         let flow = &mut self.flows[i];
         let peer = peer_view.unwrap_or_default();
-        let receive = receives[i].clone();
         let send = flow.tx.report(flow.last_ns);
         let sending = flow.tx.sent_data;
         let own_rx = (

@@ -1,0 +1,192 @@
+//! Retired sockets: what a long live trace keeps of the sockets it no longer
+//! tracks. [`Analysis`](super::Analysis) retires a socket when it closes, or
+//! after it was silent for [`RetireConfig::idle_ns`], finishing its state in
+//! the flow table and both analyses into the rows its report would have had.
+//! The report keeps [`RetireConfig::max_rows`] of them, those most worth a
+//! look, and folds the others into [`FoldedTotals`]; aggregates (path
+//! counts, stage quantiles, model mismatches) count every socket either way.
+
+use super::window::{FlowWindowReport, LiveWindow};
+use crate::flow::FlowInfo;
+use serde::Serialize;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetireConfig {
+    /// A socket with no event for this long is retired; None: only closed sockets are.
+    pub idle_ns: Option<u64>,
+    /// Retired sockets whose rows the report keeps; the rest are folded into totals.
+    pub max_rows: usize,
+}
+
+impl RetireConfig {
+    /// Five minutes: longer than any pause of a bulk transfer or an RPC
+    /// connection in use, short enough that a busy server's idle pool goes.
+    pub const DEFAULT_IDLE_NS: u64 = 300_000_000_000;
+    pub const DEFAULT_MAX_ROWS: usize = 1000;
+}
+
+impl Default for RetireConfig {
+    fn default() -> Self {
+        RetireConfig {
+            idle_ns: Some(Self::DEFAULT_IDLE_NS),
+            max_rows: Self::DEFAULT_MAX_ROWS,
+        }
+    }
+}
+
+/// What the report says of retirement (absent when sockets were not retired).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RetirementReport {
+    /// Sockets retired (closed, or idle for `idle_timeout_ns`) before the end.
+    pub flows_retired: u64,
+    /// Of those, the sockets whose rows were folded into `folded`: the rows
+    /// kept are the retired sockets with window findings (alerts, stalls,
+    /// losses: those with advice), then the busiest.
+    pub rows_folded: u64,
+    pub max_rows: usize,
+    pub idle_timeout_ns: Option<u64>,
+    pub folded: FoldedTotals,
+}
+
+/// The folded sockets' rows, summed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FoldedTotals {
+    pub events: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub alerts: u64,
+    pub sws_stalls: u64,
+}
+
+/// Every retired socket's figures as live views showed them last, summed:
+/// live totals (Prometheus counters) add these so they never go down.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RetiredTotals {
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub window: LiveWindow,
+}
+
+/// One retired socket's rows, ranked for keeping.
+struct RetiredRow {
+    /// Window findings first, then bytes; the cookie breaks ties.
+    rank: (bool, u64, u64),
+    socket: FlowInfo,
+    window: Option<FlowWindowReport>,
+}
+
+impl PartialEq for RetiredRow {
+    fn eq(&self, other: &Self) -> bool {
+        self.rank == other.rank
+    }
+}
+
+impl Eq for RetiredRow {}
+
+impl PartialOrd for RetiredRow {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RetiredRow {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.rank.cmp(&other.rank)
+    }
+}
+
+/// The retired sockets' rows kept so far, and the rest in totals.
+pub(crate) struct Retired {
+    pub cfg: RetireConfig,
+    /// The lowest-ranked kept row on top, to fold when a better one comes.
+    kept: BinaryHeap<Reverse<RetiredRow>>,
+    report: RetirementReport,
+    pub totals: RetiredTotals,
+    /// Trace time of the next look for idle sockets.
+    pub next_idle_check_ns: u64,
+}
+
+/// Trace time between looks for idle sockets: a second, or half the idle
+/// timeout if shorter, so a socket goes by 1.5 × the timeout at the latest.
+fn idle_check_every_ns(idle_ns: Option<u64>) -> u64 {
+    idle_ns.map_or(u64::MAX, |idle| (idle / 2).clamp(1, 1_000_000_000))
+}
+
+impl Retired {
+    pub fn new(cfg: RetireConfig) -> Retired {
+        Retired {
+            report: RetirementReport {
+                max_rows: cfg.max_rows,
+                idle_timeout_ns: cfg.idle_ns,
+                ..RetirementReport::default()
+            },
+            kept: BinaryHeap::new(),
+            totals: RetiredTotals::default(),
+            // Never, without an idle timeout.
+            next_idle_check_ns: cfg.idle_ns.map_or(u64::MAX, |_| 0),
+            cfg,
+        }
+    }
+
+    /// Whether to look for idle sockets at `now_ns`; if so, the next look is scheduled.
+    pub fn idle_check_due(&mut self, now_ns: u64) -> bool {
+        if now_ns < self.next_idle_check_ns {
+            return false;
+        }
+        self.next_idle_check_ns = now_ns.saturating_add(idle_check_every_ns(self.cfg.idle_ns));
+        true
+    }
+
+    /// A socket retired, with its window analysis if it had one (`live`: its latest live figures).
+    pub fn add(&mut self, socket: FlowInfo, window: Option<(FlowWindowReport, LiveWindow)>) {
+        self.report.flows_retired += 1;
+        self.totals.bytes_sent += socket.bytes_sent;
+        self.totals.bytes_received += socket.bytes_received;
+        let window = window.map(|(report, live)| {
+            self.totals.window.add(&live);
+            report
+        });
+        let findings = window.as_ref().is_some_and(|w| !w.advice.is_empty());
+        let rank = (
+            findings,
+            socket.bytes_sent + socket.bytes_received,
+            socket.sock_cookie,
+        );
+        self.kept.push(Reverse(RetiredRow {
+            rank,
+            socket,
+            window,
+        }));
+        if self.kept.len() > self.cfg.max_rows {
+            let Some(Reverse(row)) = self.kept.pop() else {
+                return;
+            };
+            self.fold(&row);
+        }
+    }
+
+    fn fold(&mut self, row: &RetiredRow) {
+        self.report.rows_folded += 1;
+        let folded = &mut self.report.folded;
+        folded.events += row.socket.events;
+        folded.bytes_sent += row.socket.bytes_sent;
+        folded.bytes_received += row.socket.bytes_received;
+        if let Some(w) = &row.window {
+            folded.alerts += w.alerts.len() as u64;
+            folded.sws_stalls += w.window.sws_stalls.len() as u64;
+        }
+    }
+
+    /// The kept rows (sockets, window analyses) and the report.
+    pub fn finish(self) -> (Vec<FlowInfo>, Vec<FlowWindowReport>, RetirementReport) {
+        let mut sockets = Vec::with_capacity(self.kept.len());
+        let mut windows = Vec::new();
+        for Reverse(row) in self.kept {
+            sockets.push(row.socket);
+            windows.extend(row.window);
+        }
+        (sockets, windows, self.report)
+    }
+}
