@@ -340,12 +340,12 @@ impl FlowTable {
         &self.flows[i]
     }
 
-    /// Numbers of the sockets whose latest event came before `cutoff_ns`.
-    pub(crate) fn idle_before(&self, cutoff_ns: u64) -> Vec<usize> {
+    /// Numbers of the live sockets `wanted` picks.
+    pub(crate) fn numbers_where(&self, wanted: impl Fn(&FlowInfo) -> bool) -> Vec<usize> {
         self.by_cookie
             .values()
             .copied()
-            .filter(|&i| self.flows[i].last_ns < cutoff_ns)
+            .filter(|&i| wanted(&self.flows[i]))
             .collect()
     }
 

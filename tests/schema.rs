@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use tenge_trace::analysis::window::Alert;
-use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, Report};
+use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, Report, RetireConfig};
 use tenge_trace::event::Event;
 use tenge_trace::export::json::event_json;
 use tenge_trace::lab::{traced::run_traced, Lab, Scenario};
@@ -93,6 +93,23 @@ fn schemas_accept_the_output_and_require_the_contract_fields() {
         &schemas.watch,
         &json!({ "type": "summary", "report": report }),
     );
+    // With retirement (watch's default), the report says what was retired.
+    let mut retiring = Analysis::new(AnalysisConfig {
+        retire: Some(RetireConfig::default()),
+        ..AnalysisConfig::default()
+    });
+    for ev in &events {
+        retiring.push(ev);
+    }
+    let retired = serde_json::to_value(retiring.finish(Provenance::default())).unwrap();
+    assert_valid(&schemas.report, &retired);
+    assert!(report.get("retirement").is_none());
+    let mut bogus_retirement = retired.clone();
+    bogus_retirement["retirement"]
+        .as_object_mut()
+        .unwrap()
+        .remove("rows_folded");
+    assert!(!schemas.report.is_valid(&bogus_retirement));
     let alert = json!({"type": "alert", "ts_ns": 1, "sock_cookie": 4242,
         "flow": "198.18.0.2:5001 -> 198.18.0.1:40000", "kind": "mss_clamp", "message": "m"});
     assert_valid(&schemas.watch, &alert);

@@ -124,6 +124,24 @@ pub struct ReportArgs {
     pub json: bool,
     #[command(flatten)]
     pub alerts: AlertArgs,
+    #[command(flatten)]
+    pub retire: RetireArgs,
+}
+
+/// Retiring sockets that closed or went silent: their state is finished into
+/// their report rows and freed, so a long trace's memory stays bounded.
+/// `watch` retires by default; `report` when one of these is given.
+#[derive(Args, Debug, Clone)]
+pub struct RetireArgs {
+    /// Retire a socket with no event for this long (closed sockets go at
+    /// once); 0: only closed ones. Default when retiring: 300.
+    #[arg(long, value_name = "SECS")]
+    pub flow_idle: Option<f64>,
+    /// Retired sockets the final report shows (those with window findings
+    /// first, then the busiest); the others are summed into its totals.
+    /// Default when retiring: 1000.
+    #[arg(long, value_name = "N")]
+    pub flow_rows: Option<usize>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -142,6 +160,8 @@ pub struct WatchArgs {
     pub filters: FilterArgs,
     #[command(flatten)]
     pub alerts: AlertArgs,
+    #[command(flatten)]
+    pub retire: RetireArgs,
     /// Alerts and the summary as JSON lines.
     #[arg(long)]
     pub json: bool,

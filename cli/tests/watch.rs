@@ -1,14 +1,17 @@
 //! `tenge-trace watch` on a live lab transfer: how soon the first alert comes
-//! and that each stall is reported once. Needs root (BPF, namespaces).
+//! and that each stall is reported once; and that sockets are retired as
+//! connections close. Needs root (BPF, namespaces).
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
 use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tenge_trace::lab::capture;
-use tenge_trace::lab::{Lab, Scenario};
+use tenge_trace::lab::{Lab, LabConfig, Scenario};
 use tenge_trace::trace_file::TraceMeta;
 
 /// A running `watch`; interrupted (Ctrl-C, so it prints its summary) and
@@ -171,4 +174,87 @@ fn watch_alerts_within_a_second_and_once_per_stall() {
         .map(|f| f["window"]["sws_stalls"].as_array().unwrap().len())
         .sum();
     assert_eq!(episodes, periods.len());
+}
+
+/// `connections` connections from the sender's namespace to a listener in
+/// the receiver's, one after the other: 10 kB each way, then both ends
+/// close. Returns once every socket, the listener too, is closed.
+fn short_connections(lab: &Lab, connections: usize) {
+    let listener = lab
+        .receiver_netns()
+        .run(|| Ok(TcpListener::bind(SocketAddrV4::new(lab.receiver_ip(), 0))?))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            for _ in 0..connections {
+                let (mut stream, _) = listener.accept().unwrap();
+                let mut request = Vec::new();
+                stream.read_to_end(&mut request).unwrap();
+                stream.write_all(&request).unwrap();
+            }
+        });
+        lab.sender_netns()
+            .run(|| {
+                for _ in 0..connections {
+                    let mut stream = TcpStream::connect(addr)?;
+                    stream.write_all(&[7; 10_000])?;
+                    stream.shutdown(Shutdown::Write)?;
+                    let mut reply = Vec::new();
+                    stream.read_to_end(&mut reply)?;
+                    assert_eq!(reply.len(), 10_000);
+                }
+                Ok(())
+            })
+            .unwrap();
+        server.join().unwrap();
+    });
+}
+
+#[test]
+fn watch_retires_the_sockets_of_closed_connections() {
+    if !common::require_root("watch_retires_the_sockets_of_closed_connections") {
+        return;
+    }
+    const CONNECTIONS: usize = 60;
+    const ROWS: usize = 10;
+    let lab = Lab::new(&LabConfig::default()).unwrap();
+    let addr = lab.receiver_ip().to_string();
+    let rows = ROWS.to_string();
+    let mut watch = Watch::spawn(&["--json", "--addr", &addr, "--flow-rows", &rows]);
+    watch.wait_attached();
+    short_connections(&lab, CONNECTIONS);
+    // Closed sockets go once silent for a second, at the next look (a tick a second).
+    std::thread::sleep(Duration::from_millis(2500));
+    let output = watch.finish();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: Value = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .find(|v: &Value| v["type"] == "summary")
+        .expect("summary line");
+    let report = &summary["report"];
+    let retirement = &report["retirement"];
+    let sockets = report["sockets"].as_array().unwrap();
+    // Both ends of every connection, and the listener: all closed.
+    let retired = retirement["flows_retired"].as_u64().unwrap();
+    assert_eq!(retired, 2 * CONNECTIONS as u64 + 1, "{retirement}");
+    assert_eq!(
+        retirement["rows_folded"].as_u64().unwrap(),
+        retired - ROWS as u64
+    );
+    // Nothing of the connections is left live: the rows shown are the kept ones.
+    assert_eq!(sockets.len(), ROWS, "{sockets:#?}");
+    // The folded rows' bytes with the shown ones': 10 kB each way per connection.
+    let shown: u64 = sockets
+        .iter()
+        .map(|s| s["bytes_sent"].as_u64().unwrap())
+        .sum();
+    let folded = retirement["folded"]["bytes_sent"].as_u64().unwrap();
+    assert_eq!(shown + folded, 2 * 10_000 * CONNECTIONS as u64);
 }

@@ -8,16 +8,13 @@ pub mod window;
 
 pub use retired::{FoldedTotals, RetireConfig, RetiredTotals, RetirementReport};
 
-use crate::event::{Body, Event};
+use crate::event::Event;
 use crate::flow::{EventKey, FlowInfo, FlowTable};
 use paths::{PathAnalyzer, PathConfig, PathReport};
 use retired::Retired;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use window::{Alerts, FlowWindowReport, WindowAnalyzer, WindowConfig};
-
-/// `TCP_CLOSE` of include/net/tcp_states.h.
-const TCP_CLOSE: u8 = 7;
 
 #[derive(Clone, Debug, Default)]
 pub struct AnalysisConfig {
@@ -103,41 +100,42 @@ impl Analysis {
         // The table finds the socket once; the analyses index their state by its number.
         let socket = self.flows.observe_keyed(ev, &key);
         self.paths.push_keyed(ev, &key, socket);
-        // Off the per-event path: a close, or once a second of trace time.
-        if let Some(retired) = &self.retired {
-            if ev.hdr.ts_ns >= retired.next_idle_check_ns || is_close(ev) {
-                self.retire_due(ev, socket);
-            }
+        // Off the per-event path: a look at the sockets now and then.
+        if self
+            .retired
+            .as_ref()
+            .is_some_and(|r| ev.hdr.ts_ns >= r.next_check_ns)
+        {
+            self.retire_due(ev.hdr.ts_ns);
         }
         self.window.push_at(ev, socket)
     }
 
-    /// Retires the socket `ev` closed, and the sockets idle for too long,
-    /// each with its peer: both ends of a connection go together, when the
-    /// second one is done (closed or idle), so each end's report reads the
-    /// other's final state.
-    fn retire_due(&mut self, ev: &Event, socket: Option<usize>) {
+    /// Retires the sockets done at trace time `now_ns` (see [`RetireConfig`]),
+    /// if it is time to look: events do so as they come, and a live source
+    /// calls this on its ticks, so that sockets go while no event comes.
+    pub fn retire_due(&mut self, now_ns: u64) {
         let Some(retired) = &mut self.retired else {
             return;
         };
-        let now = ev.hdr.ts_ns;
-        let idle_cutoff = retired.cfg.idle_ns.map(|idle| now.saturating_sub(idle));
-        let mut due: Vec<usize> = socket.filter(|_| is_close(ev)).into_iter().collect();
-        if let Some(cutoff) = idle_cutoff.filter(|_| retired.idle_check_due(now)) {
-            due.extend(self.flows.idle_before(cutoff));
+        if !retired.check_due(now_ns) {
+            return;
         }
-        let done = |flows: &FlowTable, s: usize| {
-            let info = flows.socket(s);
-            info.state == TCP_CLOSE || idle_cutoff.is_some_and(|c| info.last_ns < c)
-        };
-        for s in due {
+        let done = retired.cfg.done_at(now_ns);
+        // Both ends of a connection go together, once both are done, so each
+        // end's report reads the other's final state.
+        for s in self.flows.numbers_where(&done) {
+            // Retired already, as the peer of an earlier one.
+            if !self.flows.is_live(s) {
+                continue;
+            }
             // Retired already, as the peer of an earlier one.
             if !self.flows.is_live(s) {
                 continue;
             }
             match self.window.peer_socket(s) {
                 Some(p) if self.flows.is_live(p) => {
-                    if done(&self.flows, p) {
+                    if done(self.flows.socket(p)) {
                         self.retire_sockets(&[s, p]);
                     }
                 }
@@ -216,8 +214,4 @@ impl Analysis {
             retirement,
         }
     }
-}
-
-fn is_close(ev: &Event) -> bool {
-    matches!(&ev.body, Body::State(s) if s.newstate == TCP_CLOSE)
 }

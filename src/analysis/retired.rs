@@ -1,7 +1,8 @@
 //! Retired sockets: what a long live trace keeps of the sockets it no longer
-//! tracks. [`Analysis`](super::Analysis) retires a socket when it closes, or
-//! after it was silent for [`RetireConfig::idle_ns`], finishing its state in
-//! the flow table and both analyses into the rows its report would have had.
+//! tracks. [`Analysis`](super::Analysis) retires a socket once it closed
+//! (and was silent for [`RetireConfig::closed_linger_ns`]), or was silent
+//! for [`RetireConfig::idle_ns`], finishing its state in the flow table and
+//! both analyses into the rows its report would have had.
 //! The report keeps [`RetireConfig::max_rows`] of them, those most worth a
 //! look, and folds the others into [`FoldedTotals`]; aggregates (path
 //! counts, stage quantiles, model mismatches) count every socket either way.
@@ -16,6 +17,12 @@ use std::collections::BinaryHeap;
 pub struct RetireConfig {
     /// A socket with no event for this long is retired; None: only closed sockets are.
     pub idle_ns: Option<u64>,
+    /// A closed socket (last state `TCP_CLOSE`) is retired once it had no
+    /// event for this long: the application still reads what was queued
+    /// before the close, and an active closer's socket is `TCP_CLOSE` (its
+    /// time-wait is another socket) while its owner reads the peer's data to
+    /// the end. Events of a socket after its retirement start a new one.
+    pub closed_linger_ns: u64,
     /// Retired sockets whose rows the report keeps; the rest are folded into totals.
     pub max_rows: usize,
 }
@@ -25,12 +32,37 @@ impl RetireConfig {
     /// connection in use, short enough that a busy server's idle pool goes.
     pub const DEFAULT_IDLE_NS: u64 = 300_000_000_000;
     pub const DEFAULT_MAX_ROWS: usize = 1000;
+    pub const DEFAULT_CLOSED_LINGER_NS: u64 = 1_000_000_000;
+
+    /// Whether a socket is done at trace time `now_ns`.
+    pub fn done_at(&self, now_ns: u64) -> impl Fn(&FlowInfo) -> bool {
+        let closed_cutoff = now_ns.saturating_sub(self.closed_linger_ns);
+        let idle_cutoff = self.idle_ns.map(|idle| now_ns.saturating_sub(idle));
+        move |s: &FlowInfo| {
+            (s.state == TCP_CLOSE && s.last_ns < closed_cutoff)
+                || idle_cutoff.is_some_and(|cutoff| s.last_ns < cutoff)
+        }
+    }
+
+    /// Trace time between looks for done sockets: a tenth of the closed
+    /// linger, half the idle timeout, but at most a second and at least a
+    /// millisecond. A socket goes within that much of being done.
+    fn check_every_ns(&self) -> u64 {
+        let idle = self.idle_ns.map_or(u64::MAX, |idle| idle / 2);
+        (self.closed_linger_ns / 10)
+            .min(idle)
+            .clamp(1_000_000, 1_000_000_000)
+    }
 }
+
+/// `TCP_CLOSE` of include/net/tcp_states.h.
+const TCP_CLOSE: u8 = 7;
 
 impl Default for RetireConfig {
     fn default() -> Self {
         RetireConfig {
             idle_ns: Some(Self::DEFAULT_IDLE_NS),
+            closed_linger_ns: Self::DEFAULT_CLOSED_LINGER_NS,
             max_rows: Self::DEFAULT_MAX_ROWS,
         }
     }
@@ -104,14 +136,8 @@ pub(crate) struct Retired {
     kept: BinaryHeap<Reverse<RetiredRow>>,
     report: RetirementReport,
     pub totals: RetiredTotals,
-    /// Trace time of the next look for idle sockets.
-    pub next_idle_check_ns: u64,
-}
-
-/// Trace time between looks for idle sockets: a second, or half the idle
-/// timeout if shorter, so a socket goes by 1.5 × the timeout at the latest.
-fn idle_check_every_ns(idle_ns: Option<u64>) -> u64 {
-    idle_ns.map_or(u64::MAX, |idle| (idle / 2).clamp(1, 1_000_000_000))
+    /// Trace time of the next look for done sockets.
+    pub next_check_ns: u64,
 }
 
 impl Retired {
@@ -124,18 +150,17 @@ impl Retired {
             },
             kept: BinaryHeap::new(),
             totals: RetiredTotals::default(),
-            // Never, without an idle timeout.
-            next_idle_check_ns: cfg.idle_ns.map_or(u64::MAX, |_| 0),
+            next_check_ns: 0,
             cfg,
         }
     }
 
-    /// Whether to look for idle sockets at `now_ns`; if so, the next look is scheduled.
-    pub fn idle_check_due(&mut self, now_ns: u64) -> bool {
-        if now_ns < self.next_idle_check_ns {
+    /// Whether to look for done sockets at `now_ns`; if so, the next look is scheduled.
+    pub fn check_due(&mut self, now_ns: u64) -> bool {
+        if now_ns < self.next_check_ns {
             return false;
         }
-        self.next_idle_check_ns = now_ns.saturating_add(idle_check_every_ns(self.cfg.idle_ns));
+        self.next_check_ns = now_ns.saturating_add(self.cfg.check_every_ns());
         true
     }
 

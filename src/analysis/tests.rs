@@ -4,17 +4,20 @@
 use super::*;
 use crate::event::{
     abi_addr, tt_app_read, tt_copy_datagram, tt_data_ready, tt_hdr, tt_napi_poll, tt_pkt,
-    tt_sendmsg, tt_state, tt_tcp_rcv, tt_window_adv,
+    tt_sendmsg, tt_state, tt_tcp_rcv, tt_window_adv, Body,
 };
 use serde_json::Value;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 const MSS: u32 = 1000;
+/// `TCP_CLOSE` of include/net/tcp_states.h.
+const TCP_CLOSE: u8 = 7;
 const CONNECTIONS: u32 = 300;
 /// A connection starts every 10 ms and lasts at most 0.7 ms.
 const START_EVERY_NS: u64 = 10_000_000;
 const SEGMENT_EVERY_NS: u64 = 100_000;
 const IDLE_NS: u64 = 50_000_000;
+const CLOSED_LINGER_NS: u64 = 2_000_000;
 const TCP_ESTABLISHED: u8 = 1;
 
 /// How a connection ends.
@@ -275,6 +278,9 @@ impl Connection {
         }
         if self.end() == End::BothClose {
             evs.push(self.state(false, closed + 50_000, TCP_CLOSE));
+            // The sender's owner reads on to the end after the close, as an active closer does.
+            let eof = Body::AppRead(tt_app_read::default());
+            evs.push(self.event(true, s, closed + 100_000, eof));
         }
         evs
     }
@@ -354,6 +360,7 @@ fn retirement_keeps_state_bounded_and_the_report_unchanged() {
     let max_rows = 40;
     let cfg = RetireConfig {
         idle_ns: Some(IDLE_NS),
+        closed_linger_ns: CLOSED_LINGER_NS,
         max_rows,
     };
     let mut retiring = Analysis::new(config(Some(cfg.clone())));
@@ -371,11 +378,12 @@ fn retirement_keeps_state_bounded_and_the_report_unchanged() {
             most_live.2.max(live.2),
         );
     }
-    // (a) A silent socket goes within 1.5 idle timeouts (75 ms) of its last
-    // event, a closed one at once: at most 8 connections (10 ms apart) live
-    // at once, 16 sockets; the paths add one sweep (100 ms): 18 connections.
-    assert!(most_live.0 <= 16 && most_live.1 <= 16, "{most_live:?}");
-    assert!(most_live.2 <= 36, "{most_live:?}");
+    // (a) Looks every millisecond: a silent socket goes within 51 ms of the
+    // idle timeout, a closed one within 3 ms of its last event: at most 6
+    // connections (10 ms apart) live at once, 12 sockets; the paths add one
+    // sweep (100 ms): 16 connections.
+    assert!(most_live.0 <= 12 && most_live.1 <= 12, "{most_live:?}");
+    assert!(most_live.2 <= 32, "{most_live:?}");
     assert_eq!(retiring.flows().len(), 0);
     let report = retiring.finish(Provenance::default());
 
@@ -444,6 +452,7 @@ fn with_room_for_every_row_the_report_is_the_full_one() {
     let full = run(None);
     let mut retired = run(Some(RetireConfig {
         idle_ns: Some(IDLE_NS),
+        closed_linger_ns: CLOSED_LINGER_NS,
         max_rows: usize::MAX,
     }));
     let retirement = retired
@@ -467,6 +476,7 @@ fn with_room_for_every_row_the_report_is_the_full_one() {
 fn without_an_idle_timeout_only_closed_connections_go() {
     let mut analysis = Analysis::new(config(Some(RetireConfig {
         idle_ns: None,
+        closed_linger_ns: CLOSED_LINGER_NS,
         max_rows: 0,
     })));
     for ev in &stream() {

@@ -11,7 +11,7 @@
 //! and the other open sockets are summed into one series whose labels are all
 //! `"other"`. Closed sockets (last state seen `TCP_CLOSE`) leave the per-flow
 //! series, which then go stale as Prometheus expects of finished things; the
-//! global series keep counting them. A socket that moves between the top and
+//! global series keep counting them, after `watch` retired them too. A socket that moves between the top and
 //! `other` makes the `other` counters step, which Prometheus reads as a
 //! counter reset; the global series have no such step.
 //!
@@ -234,6 +234,14 @@ impl Snapshot {
                     .get_or_insert_with(FlowFigures::default)
                     .add(&figures);
             }
+        }
+        // Retired sockets stay in the totals, which are counters.
+        if let Some(retired) = analysis.retired_totals() {
+            snapshot.total.add(&FlowFigures::of(
+                retired.bytes_sent,
+                retired.bytes_received,
+                Some(&retired.window),
+            ));
         }
         snapshot
     }

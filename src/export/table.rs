@@ -132,6 +132,23 @@ pub fn render_report(report: &Report) -> String {
             pct(flow.limits.app),
         );
     }
+    if let Some(r) = &report.retirement {
+        let idle = r.idle_timeout_ns.map_or(String::new(), |ns| {
+            format!(" or silent for {:.0} s", ns as f64 / 1e9)
+        });
+        let _ = writeln!(
+            out,
+            "{} sockets retired as they closed{idle}; {} of them not shown (beyond {} rows), summed: {} events, {} sent, {} received, {} alerts, {} SWS stalls",
+            r.flows_retired,
+            r.rows_folded,
+            r.max_rows,
+            r.folded.events,
+            bytes(r.folded.bytes_sent),
+            bytes(r.folded.bytes_received),
+            r.folded.alerts,
+            r.folded.sws_stalls
+        );
+    }
 
     let findings: Vec<_> = report
         .flows

@@ -1,8 +1,8 @@
 //! `tenge-trace report FILE [--json]`
 
-use crate::cli::{AlertArgs, ReportArgs};
+use crate::cli::{AlertArgs, ReportArgs, RetireArgs};
 use std::process::ExitCode;
-use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance};
+use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, RetireConfig};
 use tenge_trace::export::table::render_report;
 use tenge_trace::trace_file::TraceReader;
 
@@ -15,10 +15,31 @@ pub fn analysis_config(alerts: &AlertArgs, sample_every: u32) -> AnalysisConfig 
     cfg
 }
 
+/// Retirement as asked for; `by_default`: also when no flag asks.
+pub fn retire_config(args: &RetireArgs, by_default: bool) -> anyhow::Result<Option<RetireConfig>> {
+    if !by_default && args.flow_idle.is_none() && args.flow_rows.is_none() {
+        return Ok(None);
+    }
+    let defaults = RetireConfig::default();
+    let idle_ns = match args.flow_idle {
+        None => defaults.idle_ns,
+        Some(s) if s.is_finite() && s >= 0.0 => Some((s * 1e9) as u64).filter(|&ns| ns > 0),
+        Some(s) => anyhow::bail!("--flow-idle {s}: must be a number of seconds, 0 or more"),
+    };
+    Ok(Some(RetireConfig {
+        idle_ns,
+        max_rows: args.flow_rows.unwrap_or(defaults.max_rows),
+        ..defaults
+    }))
+}
+
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut reader = TraceReader::open(&args.file)?;
     let meta = reader.meta().clone();
-    let mut analysis = Analysis::new(analysis_config(&args.alerts, meta.sample_every));
+    let mut cfg = analysis_config(&args.alerts, meta.sample_every);
+    // Off by default: a recording's report shows every socket, as it always did.
+    cfg.retire = retire_config(&args.retire, false)?;
+    let mut analysis = Analysis::new(cfg);
     let summary = reader
         .for_each(|ev| analysis.push(ev).for_each(drop))?
         .clone();

@@ -1,7 +1,9 @@
 //! `tenge-trace watch`: trace live, alert as flows become window-limited,
 //! clamped or stalled (one alert per episode), and summarize at exit. With
 //! `--prometheus`, the analyses' figures are published once a second for
-//! scrapes (see `tenge_trace::export::prometheus`).
+//! scrapes (see `tenge_trace::export::prometheus`). Closed and idle sockets
+//! are retired as the watch goes (`--flow-idle`, `--flow-rows`), so memory
+//! stays bounded however long it runs.
 
 use super::alerts::AlertPrinter;
 use super::session;
@@ -16,7 +18,7 @@ use tenge_trace::collector::Collector;
 use tenge_trace::event::Event;
 use tenge_trace::export::prometheus::{MetricsServer, Snapshot};
 use tenge_trace::export::table::render_report;
-use tenge_trace::trace_file::kernel_release;
+use tenge_trace::trace_file::{clock_ns, kernel_release};
 
 /// Exit status when `--exit-on-alert` fired.
 const EXIT_ALERT: u8 = 3;
@@ -24,10 +26,10 @@ const EXIT_ALERT: u8 = 3;
 pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
     let mut tracer = session::start(&args.filters, None)?;
-    let analysis = RefCell::new(Analysis::new(super::report::analysis_config(
-        &args.alerts,
-        args.filters.sample,
-    )));
+    let mut cfg = super::report::analysis_config(&args.alerts, args.filters.sample);
+    // Watches run for hours: closed and idle sockets are retired.
+    cfg.retire = super::report::retire_config(&args.retire, true)?;
+    let analysis = RefCell::new(Analysis::new(cfg));
     let metrics = args
         .prometheus
         .map(|addr| {
@@ -66,6 +68,10 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             }
         },
         |stats| {
+            // Sockets go while no event comes too (event times are CLOCK_MONOTONIC).
+            analysis
+                .borrow_mut()
+                .retire_due(clock_ns(libc::CLOCK_MONOTONIC));
             let analysis = analysis.borrow();
             progress.tick(stats, analysis.flows().len());
             if let Some((server, plan)) = &metrics {
