@@ -31,6 +31,8 @@ pub struct Analysis {
     window: WindowAnalyzer,
     paths: PathAnalyzer,
     retired: Option<Retired>,
+    /// Trace time of the next look for sockets to retire; never without retirement.
+    next_retire_check_ns: u64,
     events: u64,
     first_ns: Option<u64>,
     last_ns: u64,
@@ -83,6 +85,7 @@ impl Analysis {
             flows: FlowTable::new(),
             window: WindowAnalyzer::new(cfg.window),
             paths: PathAnalyzer::new(cfg.paths),
+            next_retire_check_ns: if cfg.retire.is_some() { 0 } else { u64::MAX },
             retired: cfg.retire.map(Retired::new),
             events: 0,
             first_ns: None,
@@ -101,11 +104,7 @@ impl Analysis {
         let socket = self.flows.observe_keyed(ev, &key);
         self.paths.push_keyed(ev, &key, socket);
         // Off the per-event path: a look at the sockets now and then.
-        if self
-            .retired
-            .as_ref()
-            .is_some_and(|r| ev.hdr.ts_ns >= r.next_check_ns)
-        {
+        if ev.hdr.ts_ns >= self.next_retire_check_ns {
             self.retire_due(ev.hdr.ts_ns);
         }
         self.window.push_at(ev, socket)
@@ -118,9 +117,10 @@ impl Analysis {
         let Some(retired) = &mut self.retired else {
             return;
         };
-        if !retired.check_due(now_ns) {
+        if now_ns < self.next_retire_check_ns {
             return;
         }
+        self.next_retire_check_ns = now_ns.saturating_add(retired.cfg.check_every_ns());
         let done = retired.cfg.done_at(now_ns);
         // Both ends of a connection go together, once both are done, so each
         // end's report reads the other's final state.

@@ -47,7 +47,7 @@ impl RetireConfig {
     /// Trace time between looks for done sockets: a tenth of the closed
     /// linger, half the idle timeout, but at most a second and at least a
     /// millisecond. A socket goes within that much of being done.
-    fn check_every_ns(&self) -> u64 {
+    pub(crate) fn check_every_ns(&self) -> u64 {
         let idle = self.idle_ns.map_or(u64::MAX, |idle| idle / 2);
         (self.closed_linger_ns / 10)
             .min(idle)
@@ -136,8 +136,6 @@ pub(crate) struct Retired {
     kept: BinaryHeap<Reverse<RetiredRow>>,
     report: RetirementReport,
     pub totals: RetiredTotals,
-    /// Trace time of the next look for done sockets.
-    pub next_check_ns: u64,
 }
 
 impl Retired {
@@ -150,18 +148,8 @@ impl Retired {
             },
             kept: BinaryHeap::new(),
             totals: RetiredTotals::default(),
-            next_check_ns: 0,
             cfg,
         }
-    }
-
-    /// Whether to look for done sockets at `now_ns`; if so, the next look is scheduled.
-    pub fn check_due(&mut self, now_ns: u64) -> bool {
-        if now_ns < self.next_check_ns {
-            return false;
-        }
-        self.next_check_ns = now_ns.saturating_add(self.cfg.check_every_ns());
-        true
     }
 
     /// A socket retired, with its window analysis if it had one (`live`: its latest live figures).

@@ -474,29 +474,34 @@ impl PathAnalyzer {
                 self.last_flow = Some((key, None));
                 return None;
             }
-            None => {
-                let breakdown = self.created < self.cfg.max_flow_breakdown as u64;
-                if !breakdown {
-                    self.counters.evictions.flows_without_breakdown += 1;
-                }
-                let flow = Flow::new(key, self.created, breakdown);
-                self.created += 1;
-                let i = match self.free.pop() {
-                    Some(i) => {
-                        self.flows[i] = flow;
-                        i
-                    }
-                    None => {
-                        self.flows.push(flow);
-                        self.flows.len() - 1
-                    }
-                };
-                self.index.insert(key, i);
-                i
-            }
+            None => self.add_flow(key),
         };
         self.last_flow = Some((key, Some(i)));
         Some(i)
+    }
+
+    /// A new flow, in a freed slot if there is one. Once per flow: kept out
+    /// of [`flow_index`](Self::flow_index), which every event runs.
+    #[cold]
+    fn add_flow(&mut self, key: FlowKey) -> usize {
+        let breakdown = self.created < self.cfg.max_flow_breakdown as u64;
+        if !breakdown {
+            self.counters.evictions.flows_without_breakdown += 1;
+        }
+        let flow = Flow::new(key, self.created, breakdown);
+        self.created += 1;
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.flows[i] = flow;
+                i
+            }
+            None => {
+                self.flows.push(flow);
+                self.flows.len() - 1
+            }
+        };
+        self.index.insert(key, i);
+        i
     }
 
     /// Splits the borrows: one flow, and the context that records for it.
