@@ -113,6 +113,7 @@ impl Analysis {
     /// Retires the sockets done at trace time `now_ns` (see [`RetireConfig`]),
     /// if it is time to look: events do so as they come, and a live source
     /// calls this on its ticks, so that sockets go while no event comes.
+    #[cold]
     pub fn retire_due(&mut self, now_ns: u64) {
         let Some(retired) = &mut self.retired else {
             return;

@@ -553,6 +553,7 @@ impl PathAnalyzer {
         }
     }
 
+    #[cold]
     fn sweep(&mut self) {
         let now = self.now_ns;
         for i in 0..self.flows.len() {
