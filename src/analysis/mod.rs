@@ -130,10 +130,6 @@ impl Analysis {
             if !self.flows.is_live(s) {
                 continue;
             }
-            // Retired already, as the peer of an earlier one.
-            if !self.flows.is_live(s) {
-                continue;
-            }
             match self.window.peer_socket(s) {
                 Some(p) if self.flows.is_live(p) => {
                     if done(self.flows.socket(p)) {
