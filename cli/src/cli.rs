@@ -133,8 +133,8 @@ pub struct ReportArgs {
 /// `watch` retires by default; `report` when one of these is given.
 #[derive(Args, Debug, Clone)]
 pub struct RetireArgs {
-    /// Retire a socket with no event for this long (closed sockets go at
-    /// once); 0: only closed ones. Default when retiring: 300.
+    /// Retire a socket with no event for this long (closed sockets go after
+    /// 1 s without one); 0: only closed ones. Default when retiring: 300.
     #[arg(long, value_name = "SECS")]
     pub flow_idle: Option<f64>,
     /// Retired sockets the final report shows (those with window findings
