@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 pub const MAGIC: [u8; 8] = *b"TENGETR\0";
 pub const FORMAT_VERSION: u32 = 1;
@@ -196,12 +197,15 @@ pub struct TraceWriter {
 
 impl TraceWriter {
     pub fn create(path: &Path, meta: &TraceMeta) -> Result<TraceWriter, TraceError> {
-        let file = File::create(path).map_err(|source| TraceError::Io {
+        let io_err = |source| TraceError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let file = File::create(path).map_err(io_err)?;
+        let out = output::Output::new(file, WRITE_BYTES + BLOCK_BYTES + HEAD + RECORD_ROOM)
+            .map_err(io_err)?;
         let mut writer = TraceWriter {
-            out: output::Output::new(file, WRITE_BYTES + BLOCK_BYTES + HEAD + RECORD_ROOM),
+            out,
             path: path.to_path_buf(),
             block_start: 0,
             block_count: 0,
@@ -283,13 +287,15 @@ impl TraceWriter {
         self.block_count = 0;
     }
 
-    /// Writes the last block and the trailer, and syncs the file.
-    pub fn finish(mut self, summary: &TraceSummary) -> Result<(), TraceError> {
+    /// Writes the last block and the trailer, and syncs the file. Returns
+    /// the CPU time of the thread that wrote the file (the writer's own
+    /// thread only staged the bytes).
+    pub fn finish(mut self, summary: &TraceSummary) -> Result<Duration, TraceError> {
         self.seal_block();
         let json = serde_json::to_vec(summary).expect("summary serializes");
         let mut trailer = section(TRAILER_TAG, 0, &json).to_vec();
         trailer.extend_from_slice(&json);
-        let written = self.out.finish(&trailer).and_then(|_| self.out.sync());
+        let written = self.out.finish(&trailer, true);
         written.map_err(|source| self.io_error(source))
     }
 
@@ -306,7 +312,7 @@ impl Drop for TraceWriter {
     /// the events it took, in a file the reader calls truncated.
     fn drop(&mut self) {
         self.seal_block();
-        let _ = self.out.finish(&[]);
+        let _ = self.out.finish(&[], false);
     }
 }
 

@@ -4,65 +4,136 @@
 //! page cache, every MB takes fresh pages, which costs more than the copy
 //! into them (on this project's VM, where memory the guest freed goes back
 //! to the host, about 3 ns a byte, against 0.1 by direct I/O). So a regular
-//! file is written by direct I/O, from one page-aligned buffer that is used
-//! again and again, in whole pages; the last partial page goes through the
-//! page cache when the file is finished. Where direct I/O is refused (a pipe,
-//! tmpfs on older kernels), the same writes go through the page cache.
+//! file is written by direct I/O, in whole pages, from page-aligned buffers
+//! used again and again; the last partial page goes through the page cache
+//! when the file is finished. Where direct I/O is refused (a pipe, tmpfs on
+//! older kernels), the same writes go through the page cache.
+//!
+//! A direct write returns when the device has the data, which on a busy disk
+//! can take a second: a thread of its own writes the buffers, so the reader
+//! of the ring never waits for the disk while buffers last.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Direct I/O moves whole pages between page-aligned memory and the file.
 const PAGE: usize = 4096;
+/// Buffers waiting for the disk, at most: beyond this many the writer waits
+/// (as the page cache makes writers wait for writeback).
+const MAX_BUFFERS: usize = 128;
 
 #[repr(C, align(4096))]
 struct Page([u8; PAGE]);
 
-pub(super) struct Output {
-    file: File,
-    staged: Box<[Page]>,
-    /// Bytes staged, from the start of `staged`.
+struct Buffer {
+    pages: Box<[Page]>,
+    /// Bytes used, from the start.
     len: usize,
-    direct: bool,
 }
 
-impl Output {
-    /// Stages up to `capacity` bytes (rounded up to pages, at least two).
-    pub fn new(file: File, capacity: usize) -> Output {
-        let pages = capacity.div_ceil(PAGE).max(2);
-        let staged = (0..pages).map(|_| Page([0; PAGE])).collect();
-        let direct = file.metadata().is_ok_and(|m| m.is_file()) && set_direct(&file, true).is_ok();
-        Output {
-            file,
-            staged,
+impl Buffer {
+    fn new(pages: usize) -> Buffer {
+        Buffer {
+            pages: (0..pages).map(|_| Page([0; PAGE])).collect(),
             len: 0,
-            direct,
         }
     }
 
+    fn capacity(&self) -> usize {
+        self.pages.len() * PAGE
+    }
+
+    fn all(&self) -> &[u8] {
+        // SAFETY: the pages are plain bytes, contiguous in one allocation.
+        unsafe { std::slice::from_raw_parts(self.pages.as_ptr().cast::<u8>(), self.capacity()) }
+    }
+
+    fn all_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.pages.as_mut_ptr().cast::<u8>(), self.capacity())
+        }
+    }
+}
+
+pub(super) struct Output {
+    /// The buffer being filled.
+    staged: Buffer,
+    pages_per_buffer: usize,
+    to_disk: Option<Sender<Buffer>>,
+    /// Buffers the disk thread has written, to fill again.
+    written: Receiver<Buffer>,
+    buffers: usize,
+    disk: Option<JoinHandle<io::Result<Disk>>>,
+}
+
+/// The file as the disk thread leaves it.
+struct Disk {
+    file: File,
+    direct: bool,
+    /// CPU time the disk thread spent.
+    cpu: Duration,
+}
+
+impl Output {
+    /// Stages up to `capacity` bytes (rounded up to pages, at least two) per write.
+    pub fn new(file: File, capacity: usize) -> io::Result<Output> {
+        let direct = file.metadata().is_ok_and(|m| m.is_file()) && set_direct(&file, true).is_ok();
+        let (to_disk, buffers) = channel::<Buffer>();
+        let (done, written) = channel();
+        let mut disk = Disk {
+            file,
+            direct,
+            cpu: Duration::ZERO,
+        };
+        let thread = std::thread::Builder::new()
+            .name("trace-writer".into())
+            .spawn(move || {
+                for buffer in buffers {
+                    disk.write_out(&buffer.all()[..buffer.len])?;
+                    // Gone only when the output is finished.
+                    let _ = done.send(buffer);
+                }
+                disk.cpu = crate::collector::thread_cpu();
+                Ok(disk)
+            })?;
+        let pages_per_buffer = capacity.div_ceil(PAGE).max(2);
+        Ok(Output {
+            staged: Buffer::new(pages_per_buffer),
+            pages_per_buffer,
+            to_disk: Some(to_disk),
+            written,
+            buffers: 1,
+            disk: Some(thread),
+        })
+    }
+
     pub fn len(&self) -> usize {
-        self.len
+        self.staged.len
     }
 
     /// Bytes that can be staged before [`write_pages`](Self::write_pages).
     pub fn room(&self) -> usize {
-        self.staged.len() * PAGE - self.len
+        self.staged.capacity() - self.staged.len
     }
 
     /// The staged bytes, from `start`.
     pub fn staged_mut(&mut self, start: usize) -> &mut [u8] {
-        let len = self.len;
-        &mut self.bytes_mut()[start..len]
+        let len = self.staged.len;
+        &mut self.staged.all_mut()[start..len]
     }
 
     /// Stages `bytes`, which must fit the room left.
     #[inline]
     pub fn push(&mut self, bytes: &[u8]) {
-        let start = self.len;
-        self.len += bytes.len();
-        let end = self.len;
-        self.bytes_mut()[start..end].copy_from_slice(bytes);
+        let start = self.staged.len;
+        self.staged.len += bytes.len();
+        let end = self.staged.len;
+        self.staged.all_mut()[start..end].copy_from_slice(bytes);
     }
 
     /// Stages `bytes`, writing whole pages out as the buffer fills.
@@ -78,41 +149,78 @@ impl Output {
         }
     }
 
-    /// Writes the staged whole pages; the rest (less than a page) stays staged.
+    /// Hands the staged whole pages to the disk thread; the rest (less than
+    /// a page) stays staged.
     pub fn write_pages(&mut self) -> io::Result<()> {
-        let whole = self.len / PAGE * PAGE;
-        self.write_out(0..whole)?;
-        let len = self.len;
-        self.bytes_mut().copy_within(whole..len, 0);
-        self.len -= whole;
+        let mut next = match self.written.try_recv() {
+            Ok(buffer) => buffer,
+            Err(_) if self.buffers < MAX_BUFFERS => {
+                self.buffers += 1;
+                Buffer::new(self.pages_per_buffer)
+            }
+            Err(_) => match self.written.recv() {
+                Ok(buffer) => buffer,
+                Err(_) => return Err(self.disk_error()),
+            },
+        };
+        let whole = self.staged.len / PAGE * PAGE;
+        let rest = self.staged.len - whole;
+        next.all_mut()[..rest].copy_from_slice(&self.staged.all()[whole..self.staged.len]);
+        next.len = rest;
+        let mut full = std::mem::replace(&mut self.staged, next);
+        full.len = whole;
+        let to_disk = self.to_disk.as_ref().expect("not finished");
+        if to_disk.send(full).is_err() {
+            return Err(self.disk_error());
+        }
         Ok(())
     }
 
-    /// Writes everything staged, and `tail` after it, through the page cache.
-    pub fn finish(&mut self, tail: &[u8]) -> io::Result<()> {
-        self.write_pages()?;
-        if self.direct {
-            set_direct(&self.file, false)?;
-            self.direct = false;
+    /// Writes everything staged, and `tail` after it, through the page cache;
+    /// syncs the file when `sync`. Returns the disk thread's CPU time.
+    /// Does nothing once finished.
+    pub fn finish(&mut self, tail: &[u8], sync: bool) -> io::Result<Duration> {
+        if self.to_disk.is_none() {
+            return Ok(Duration::ZERO);
         }
-        self.write_out(0..self.len)?;
-        self.len = 0;
-        self.file.write_all(tail)
+        self.write_pages()?;
+        let mut disk = self.join()?;
+        if disk.direct {
+            set_direct(&disk.file, false)?;
+            disk.direct = false;
+        }
+        disk.write_out(&self.staged.all()[..self.staged.len])?;
+        self.staged.len = 0;
+        disk.file.write_all(tail)?;
+        if sync {
+            disk.file.sync_all()?;
+        }
+        Ok(disk.cpu)
     }
 
-    pub fn sync(&self) -> io::Result<()> {
-        self.file.sync_all()
+    /// Waits for the disk thread to write what it was given.
+    fn join(&mut self) -> io::Result<Disk> {
+        self.to_disk.take();
+        let thread = self.disk.take().ok_or(io::ErrorKind::BrokenPipe)?;
+        thread.join().expect("the disk thread does not panic")
     }
 
-    fn write_out(&mut self, range: std::ops::Range<usize>) -> io::Result<()> {
-        let (mut at, end) = (range.start, range.end);
-        while at < end {
-            // SAFETY: the pages are plain bytes, borrowed only for the call.
-            let bytes =
-                unsafe { std::slice::from_raw_parts(self.staged.as_ptr().cast::<u8>(), end) };
-            match self.file.write(&bytes[at..]) {
+    /// Why the disk thread stopped.
+    #[cold]
+    fn disk_error(&mut self) -> io::Error {
+        match self.join() {
+            Err(err) => err,
+            Ok(_) => io::ErrorKind::BrokenPipe.into(),
+        }
+    }
+}
+
+impl Disk {
+    fn write_out(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            match self.file.write(bytes) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => at += n,
+                Ok(n) => bytes = &bytes[n..],
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // The file system wants other alignment, or a short write left
                 // the rest unaligned: go on through the page cache.
@@ -124,16 +232,6 @@ impl Output {
             }
         }
         Ok(())
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: the pages are plain bytes, contiguous in one allocation.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.staged.as_mut_ptr().cast::<u8>(),
-                self.staged.len() * PAGE,
-            )
-        }
     }
 }
 
