@@ -204,8 +204,9 @@ fn kind_and_cookie(record: &[u8]) -> Option<(u8, u64)> {
 #[derive(Default)]
 struct SocketCount {
     seen: HashSet<u64, BuildHasherDefault<FastHasher>>,
-    /// The latest cookie counted: a socket's events come in runs.
-    last: u64,
+    /// Cookies seen lately, by their low bits: the records of a transfer's
+    /// few sockets come interleaved, and the set is asked only on a miss.
+    recent: [u64; 16],
 }
 
 impl SocketCount {
@@ -220,9 +221,10 @@ impl SocketCount {
         ]
         .map(|k| k as u8)
         .contains(&kind);
-        if cookie != 0 && cookie != self.last && !incoming {
+        let slot = &mut self.recent[cookie as usize % 16];
+        if cookie != 0 && cookie != *slot && !incoming {
             self.seen.insert(cookie);
-            self.last = cookie;
+            *slot = cookie;
         }
     }
 }
