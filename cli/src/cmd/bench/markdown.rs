@@ -115,8 +115,8 @@ pub fn render(r: &Results) -> String {
             "## Event rate held without loss\n\n\
              Paced 100-byte writes with TCP_NODELAY, every packet traced, {} s per step; loss \
              is the kernel's exact count of records it could not queue. Collector CPU: \
-             getrusage of the collector thread (drain, count the sockets, checksum and write \
-             the trace file).\n\n\
+             getrusage of the collector thread (drain, count the sockets, checksum the trace \
+             file's blocks) and of the thread that writes the file.\n\n\
              | offered writes/s | writes/s | events/s | events | lost | collector CPU |\n\
              |---:|---:|---:|---:|---:|---:|",
             rate.seconds_per_step
