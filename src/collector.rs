@@ -5,9 +5,16 @@
 //! a quarter full (each CPU counting its own share). So the [`Collector`]
 //! polls the ring fd with a short timeout and then drains everything that is
 //! there, handing each record to a callback as a borrowed slice: nothing is
-//! allocated per event.
+//! allocated per event. A [`Recording`] is what `record` does with each.
 
+use crate::abi::{tt_hdr, tt_kind};
+use crate::event::{record_len, Body, Event};
+use crate::flow::FastHasher;
 use crate::probe::Tracer;
+use crate::trace_file::{TraceError, TraceWriter};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::hash::BuildHasherDefault;
+use std::mem::offset_of;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -106,4 +113,223 @@ fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) -> anyhow::Result<()
         }
     }
     Ok(())
+}
+
+/// What `record` does with each record: writes it to the trace file as it
+/// came, counts the sockets, and keeps the stack ids and process names of CPU
+/// samples for the trace's summary. Of most records it reads only the kind
+/// and the socket cookie; nothing else needs them decoded while recording.
+pub struct Recording {
+    writer: TraceWriter,
+    sockets: SocketCount,
+    stack_ids: BTreeSet<i32>,
+    process_names: BTreeMap<u32, String>,
+}
+
+impl Recording {
+    pub fn new(writer: TraceWriter) -> Recording {
+        Recording {
+            writer,
+            sockets: SocketCount::default(),
+            stack_ids: BTreeSet::new(),
+            process_names: BTreeMap::new(),
+        }
+    }
+
+    /// Takes one record as the ring holds it. Records of unknown kinds or
+    /// cut short are written but not counted (a replay rejects them).
+    #[inline]
+    pub fn record(&mut self, record: &[u8]) -> Result<(), TraceError> {
+        if let Some((kind, cookie)) = kind_and_cookie(record) {
+            self.sockets.observe(kind, cookie);
+            if kind == tt_kind::TT_KIND_CPU_SAMPLE as u8 {
+                self.cpu_sample(record);
+            }
+        }
+        self.writer.write_record(record)
+    }
+
+    #[cold]
+    fn cpu_sample(&mut self, record: &[u8]) {
+        let mut ev = Event::zeroed();
+        if let (Some(_), Body::CpuSample(s)) = (Event::decode_first(record, &mut ev), ev.body) {
+            self.stack_ids
+                .extend([s.kstack_id, s.ustack_id].into_iter().filter(|&id| id >= 0));
+            // Read while the process lives; it may be gone by the end.
+            self.process_names
+                .entry(s.tgid)
+                .or_insert_with(|| process_name(s.tgid));
+        }
+    }
+
+    /// Sockets seen so far: the number of flows a replay's flow table holds.
+    pub fn sockets(&self) -> usize {
+        self.sockets.seen.len()
+    }
+
+    pub fn events(&self) -> u64 {
+        self.writer.events()
+    }
+
+    /// Stack ids of the CPU samples, for [`Tracer::resolve_stacks`].
+    pub fn stack_ids(&self) -> Vec<i32> {
+        self.stack_ids.iter().copied().collect()
+    }
+
+    /// Names of the processes the CPU samples hit, by tgid.
+    pub fn take_process_names(&mut self) -> BTreeMap<u32, String> {
+        std::mem::take(&mut self.process_names)
+    }
+
+    /// Writes the trailer: see [`TraceWriter::finish`].
+    pub fn finish(self, summary: &crate::trace_file::TraceSummary) -> Result<Duration, TraceError> {
+        self.writer.finish(summary)
+    }
+}
+
+/// A record's kind and socket cookie, if it is a whole record of a known kind.
+#[inline]
+fn kind_and_cookie(record: &[u8]) -> Option<(u8, u64)> {
+    let kind = *record.get(offset_of!(tt_hdr, kind))?;
+    if record.len() < record_len(kind)? {
+        return None;
+    }
+    let at = offset_of!(tt_hdr, sock_cookie);
+    let cookie = u64::from_ne_bytes(record[at..at + 8].try_into().expect("8 bytes"));
+    Some((kind, cookie))
+}
+
+/// The sockets of a recording, counted as [`crate::flow::FlowTable`] numbers
+/// them: one per cookie an event carries of its own socket.
+#[derive(Default)]
+struct SocketCount {
+    seen: HashSet<u64, BuildHasherDefault<FastHasher>>,
+    /// Cookies seen lately, by their low bits: the records of a transfer's
+    /// few sockets come interleaved, and the set is asked only on a miss.
+    recent: [u64; 16],
+}
+
+impl SocketCount {
+    #[inline]
+    fn observe(&mut self, kind: u8, cookie: u64) {
+        // An incoming packet can carry its sender's cookie (veth keeps
+        // skb->sk across namespaces), which names no socket of its own.
+        let incoming = [
+            tt_kind::TT_KIND_RX_ENTRY,
+            tt_kind::TT_KIND_NETIF_RECEIVE,
+            tt_kind::TT_KIND_KFREE_SKB,
+        ]
+        .map(|k| k as u8)
+        .contains(&kind);
+        let slot = &mut self.recent[cookie as usize % 16];
+        if cookie != 0 && cookie != *slot && !incoming {
+            self.seen.insert(cookie);
+            *slot = cookie;
+        }
+    }
+}
+
+/// CPU time (user + system) of the calling thread.
+pub fn thread_cpu() -> Duration {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn process_name(tgid: u32) -> String {
+    match tgid {
+        0 => "swapper".into(),
+        _ => std::fs::read_to_string(format!("/proc/{tgid}/comm"))
+            .map_or_else(|_| format!("pid {tgid}"), |c| c.trim().to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::tt_cpu_sample;
+    use crate::flow::FlowTable;
+    use crate::trace_file::{TraceMeta, TraceReader, TraceSummary};
+
+    /// A record of every kind with a cookie of its own kind, each twice, and
+    /// one more of each with cookie 7, in the kernel's layout.
+    fn mixed_records() -> Vec<Vec<u8>> {
+        let mut records = Vec::new();
+        for kind in 1..tt_kind::TT_KIND_MAX as u8 {
+            let mut record = Vec::new();
+            Event::new(tt_hdr::default(), Body::CpuSample(tt_cpu_sample::default()))
+                .encode(&mut record);
+            record.resize(record_len(kind).unwrap(), 0);
+            record[offset_of!(tt_hdr, kind)] = kind;
+            for cookie in [100 + u64::from(kind), 100 + u64::from(kind), 7, 0] {
+                let at = offset_of!(tt_hdr, sock_cookie);
+                record[at..at + 8].copy_from_slice(&cookie.to_ne_bytes());
+                records.push(record.clone());
+            }
+        }
+        records
+    }
+
+    #[test]
+    fn sockets_are_counted_as_the_flow_table_numbers_them() {
+        let path = std::env::temp_dir().join(format!("tt-collector-{}.ttr", std::process::id()));
+        let writer = TraceWriter::create(&path, &TraceMeta::for_this_host()).unwrap();
+        let mut recording = Recording::new(writer);
+        let mut flows = FlowTable::new();
+        let mut ev = Event::zeroed();
+        let records = mixed_records();
+        for record in &records {
+            recording.record(record).unwrap();
+            Event::decode_first(record, &mut ev).unwrap();
+            flows.observe(&ev);
+        }
+        // Cut short: written, not counted.
+        recording.record(&records[0][..40]).unwrap();
+        // 15 kinds less the 3 of incoming packets (rx_entry, netif_receive,
+        // kfree_skb) carry a cookie of their own: 12, and cookie 7.
+        assert_eq!(recording.sockets(), 13);
+        assert_eq!(recording.sockets(), flows.len());
+        assert_eq!(recording.events(), records.len() as u64 + 1);
+        recording.finish(&TraceSummary::default()).unwrap();
+        let mut reader = TraceReader::open(&path).unwrap();
+        let mut back = 0;
+        let read = reader.for_each(|_| back += 1);
+        let _ = std::fs::remove_file(&path);
+        assert!(read.is_err(), "the cut record is in the file");
+        assert_eq!(back, records.len());
+    }
+
+    #[test]
+    fn cpu_samples_keep_their_stacks_and_process() {
+        let path =
+            std::env::temp_dir().join(format!("tt-collector-cpu-{}.ttr", std::process::id()));
+        let writer = TraceWriter::create(&path, &TraceMeta::for_this_host()).unwrap();
+        let mut recording = Recording::new(writer);
+        let me = std::process::id();
+        for (kstack_id, ustack_id) in [(5, -1), (5, 9), (-14, -1)] {
+            let sample = tt_cpu_sample {
+                pid: me,
+                tgid: me,
+                kstack_id,
+                ustack_id,
+            };
+            let mut record = Vec::new();
+            Event::new(tt_hdr::default(), Body::CpuSample(sample)).encode(&mut record);
+            recording.record(&record).unwrap();
+        }
+        assert_eq!(recording.stack_ids(), [5, 9]);
+        let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
+        assert_eq!(
+            recording.take_process_names(),
+            BTreeMap::from([(me, comm.trim().to_string())])
+        );
+        assert_eq!(recording.sockets(), 0);
+        drop(recording);
+        let _ = std::fs::remove_file(&path);
+    }
 }

@@ -17,16 +17,26 @@ use crate::probe::HookHits;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 pub const MAGIC: [u8; 8] = *b"TENGETR\0";
 pub const FORMAT_VERSION: u32 = 1;
 const BLOCK_TAG: [u8; 4] = *b"EVTS";
 const TRAILER_TAG: [u8; 4] = *b"END\0";
-/// Records are flushed in blocks of about this size: big enough to amortise
-/// the checksum and the syscall, small enough to lose little on a crash.
+mod output;
+
+/// Records are checksummed in blocks of about this size: big enough to
+/// amortise the checksum, small enough to lose little to a bad byte.
 const BLOCK_BYTES: usize = 256 * 1024;
+/// Bytes staged between two writes to the file: a direct write's fixed cost
+/// (pinning the pages, the request) is then small per byte.
+const WRITE_BYTES: usize = 1 << 20;
+/// A block is sealed once it holds `BLOCK_BYTES`, so its last record starts
+/// before that and ends this much later at most: enough for any record.
+const RECORD_ROOM: usize = 8 * 1024;
+const HEAD: usize = 16;
 /// Upper bound on a block or JSON section, so a corrupt length cannot make
 /// the reader allocate gigabytes.
 const MAX_SECTION: u32 = 64 * 1024 * 1024;
@@ -170,13 +180,19 @@ fn section(tag: [u8; 4], count: u32, payload: &[u8]) -> [u8; 16] {
     head
 }
 
-/// Writes a trace. Records go into a block buffer; `finish` writes the trailer.
+/// Writes a trace. Records are copied once, into the block being filled in
+/// the output's buffer; a block's head is filled in when it is sealed, and
+/// `finish` writes the trailer.
 pub struct TraceWriter {
-    out: BufWriter<File>,
+    out: output::Output,
     path: PathBuf,
-    block: Vec<u8>,
+    /// Where the open block's head goes in the staged bytes.
+    block_start: usize,
+    /// Records in the open block; 0 when no block is open.
     block_count: u32,
     events: u64,
+    /// `write_event` encodes here.
+    encoded: Vec<u8>,
 }
 
 impl TraceWriter {
@@ -186,80 +202,117 @@ impl TraceWriter {
             source,
         };
         let file = File::create(path).map_err(io_err)?;
-        let mut out = BufWriter::with_capacity(BLOCK_BYTES + 64, file);
-        let json = serde_json::to_vec(meta).expect("meta serializes");
-        out.write_all(&MAGIC).map_err(io_err)?;
-        out.write_all(&FORMAT_VERSION.to_le_bytes())
+        let out = output::Output::new(file, WRITE_BYTES + BLOCK_BYTES + HEAD + RECORD_ROOM)
             .map_err(io_err)?;
-        out.write_all(&(json.len() as u32).to_le_bytes())
-            .map_err(io_err)?;
-        out.write_all(&crc(&json).to_le_bytes()).map_err(io_err)?;
-        out.write_all(&json).map_err(io_err)?;
-        Ok(TraceWriter {
+        let mut writer = TraceWriter {
             out,
             path: path.to_path_buf(),
-            block: Vec::with_capacity(BLOCK_BYTES + 512),
+            block_start: 0,
             block_count: 0,
             events: 0,
-        })
+            encoded: Vec::new(),
+        };
+        let json = serde_json::to_vec(meta).expect("meta serializes");
+        let mut head = MAGIC.to_vec();
+        head.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        head.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        head.extend_from_slice(&crc(&json).to_le_bytes());
+        let staged = writer
+            .out
+            .push_all(&head)
+            .and_then(|_| writer.out.push_all(&json));
+        staged.map_err(|source| writer.io_error(source))?;
+        Ok(writer)
     }
 
     /// Appends one raw record (as read from the ring buffer).
+    #[inline]
     pub fn write_record(&mut self, record: &[u8]) -> Result<(), TraceError> {
-        self.block.extend_from_slice(record);
-        self.record_added()
+        if self.block_count == 0 || record.len() > self.out.room() {
+            self.open_block(record.len())?;
+        }
+        self.out.push(record);
+        self.block_count += 1;
+        self.events += 1;
+        if self.out.len() - self.block_start - HEAD >= BLOCK_BYTES {
+            self.seal_block();
+        }
+        Ok(())
     }
 
     pub fn write_event(&mut self, ev: &Event) -> Result<(), TraceError> {
-        ev.encode(&mut self.block);
-        self.record_added()
-    }
-
-    fn record_added(&mut self) -> Result<(), TraceError> {
-        self.block_count += 1;
-        self.events += 1;
-        if self.block.len() >= BLOCK_BYTES {
-            self.flush_block()?;
-        }
-        Ok(())
+        let mut encoded = std::mem::take(&mut self.encoded);
+        encoded.clear();
+        ev.encode(&mut encoded);
+        let written = self.write_record(&encoded);
+        self.encoded = encoded;
+        written
     }
 
     pub fn events(&self) -> u64 {
         self.events
     }
 
-    fn flush_block(&mut self) -> Result<(), TraceError> {
-        if self.block_count == 0 {
-            return Ok(());
+    /// Seals the open block, if any, and starts one with room for a first
+    /// record of `len` bytes, writing staged pages out first when a write's
+    /// worth is staged or room is short.
+    #[cold]
+    fn open_block(&mut self, len: usize) -> Result<(), TraceError> {
+        self.seal_block();
+        if self.out.len() >= WRITE_BYTES || self.out.room() < HEAD + len {
+            self.out
+                .write_pages()
+                .map_err(|source| self.io_error(source))?;
         }
-        let head = section(BLOCK_TAG, self.block_count, &self.block);
-        let res = self
-            .out
-            .write_all(&head)
-            .and_then(|_| self.out.write_all(&self.block));
-        res.map_err(|source| TraceError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
-        self.block.clear();
-        self.block_count = 0;
+        if self.out.room() < HEAD + len {
+            let source = io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a record of {len} bytes is longer than a block"),
+            );
+            return Err(self.io_error(source));
+        }
+        self.block_start = self.out.len();
+        self.out.push(&[0; HEAD]);
         Ok(())
     }
 
-    /// Flushes the last block, writes the trailer and syncs the file.
-    pub fn finish(mut self, summary: &TraceSummary) -> Result<(), TraceError> {
-        self.flush_block()?;
+    /// Fills in the open block's head: it is then ready to be written.
+    fn seal_block(&mut self) {
+        if self.block_count == 0 {
+            return;
+        }
+        let block = self.out.staged_mut(self.block_start);
+        let head = section(BLOCK_TAG, self.block_count, &block[HEAD..]);
+        block[..HEAD].copy_from_slice(&head);
+        self.block_count = 0;
+    }
+
+    /// Writes the last block and the trailer, and syncs the file. Returns
+    /// the CPU time of the thread that wrote the file (the writer's own
+    /// thread only staged the bytes).
+    pub fn finish(mut self, summary: &TraceSummary) -> Result<Duration, TraceError> {
+        self.seal_block();
         let json = serde_json::to_vec(summary).expect("summary serializes");
-        let head = section(TRAILER_TAG, 0, &json);
-        let path = self.path.clone();
-        let io_err = |source| TraceError::Io {
-            path: path.clone(),
+        let mut trailer = section(TRAILER_TAG, 0, &json).to_vec();
+        trailer.extend_from_slice(&json);
+        let written = self.out.finish(&trailer, true);
+        written.map_err(|source| self.io_error(source))
+    }
+
+    fn io_error(&self, source: io::Error) -> TraceError {
+        TraceError::Io {
+            path: self.path.clone(),
             source,
-        };
-        self.out.write_all(&head).map_err(io_err)?;
-        self.out.write_all(&json).map_err(io_err)?;
-        let file = self.out.into_inner().map_err(|e| io_err(e.into_error()))?;
-        file.sync_all().map_err(io_err)
+        }
+    }
+}
+
+impl Drop for TraceWriter {
+    /// A writer dropped unfinished (an error stopped the recording) leaves
+    /// the events it took, in a file the reader calls truncated.
+    fn drop(&mut self) {
+        self.seal_block();
+        let _ = self.out.finish(&[], false);
     }
 }
 
@@ -663,6 +716,22 @@ mod tests {
             b.encode(&mut y);
             assert_eq!(x, y);
         }
+    }
+
+    #[test]
+    fn a_writer_dropped_unfinished_leaves_every_event_it_took() {
+        let path = tmp("dropped.ttr");
+        let evs = events(30_000);
+        let mut w = TraceWriter::create(&path, &TraceMeta::for_this_host()).unwrap();
+        for ev in &evs {
+            w.write_event(ev).unwrap();
+        }
+        drop(w);
+        let err = read_all(&path).unwrap_err();
+        assert!(
+            matches!(err, TraceError::Truncated { events: 30_000, .. }),
+            "{err}"
+        );
     }
 
     #[test]

@@ -8,18 +8,20 @@
 mod check;
 mod hits;
 mod plan;
+mod ring;
 mod stats;
 mod tracefs;
 
 pub use check::{check, Capabilities, CheckReport, HookCheck};
 pub use hits::{HitCounter, HookHits};
 pub use plan::{Backend, PlannedProbe, ProbePlan};
+pub use ring::Ring;
 pub use stats::{system_program_stats, BpfStatsEnabled, ProgramStats, ReferencePrograms};
 pub use tracefs::{ensure as mount_tracefs, TracefsMount};
 
 use crate::abi::tt_kind;
 use anyhow::{bail, Context};
-use aya::maps::{MapData, PerCpuArray, RingBuf, StackTraceMap};
+use aya::maps::{PerCpuArray, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::PerfEvent;
 use aya::{Btf, Ebpf, EbpfLoader, VerifierLogLevel};
@@ -82,7 +84,7 @@ impl Default for TracerOptions {
 
 /// The loaded and attached programs. Dropping it detaches them all.
 pub struct Tracer {
-    ring: RingBuf<MapData>,
+    ring: Ring,
     ebpf: Ebpf,
     plan: ProbePlan,
     kernel_symbols: OnceLock<BTreeMap<u64, String>>,
@@ -143,7 +145,7 @@ impl Tracer {
         if let Some(hz) = options.cpu_profile_hz {
             attach_cpu_profile(&mut ebpf, hz)?;
         }
-        let ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
+        let ring = Ring::new(ebpf.take_map("events").context("no events map")?)?;
         Ok(Tracer {
             ring,
             ebpf,
@@ -164,16 +166,9 @@ impl Tracer {
     }
 
     /// Hands up to `max_records` of the records now in the ring to
-    /// `on_record`; returns (records, bytes).
-    pub fn drain(&mut self, max_records: u64, mut on_record: impl FnMut(&[u8])) -> (u64, u64) {
-        let (mut records, mut bytes) = (0, 0);
-        while records < max_records {
-            let Some(item) = self.ring.next() else { break };
-            records += 1;
-            bytes += item.len() as u64;
-            on_record(&item);
-        }
-        (records, bytes)
+    /// `on_record`; returns (records, bytes). See [`Ring::drain`].
+    pub fn drain(&mut self, max_records: u64, on_record: impl FnMut(&[u8])) -> (u64, u64) {
+        self.ring.drain(max_records, on_record)
     }
 
     /// Records the kernel could not queue because the ring was full, per

@@ -8,9 +8,9 @@
 //! [`ReferencePrograms::floor`] measures what any ring-buffer tracer pays per
 //! event here before it reads anything: the clock, and a record emitted.
 
-use super::{kernel_btf, Tracer};
+use super::{kernel_btf, Ring, Tracer};
 use anyhow::Context;
-use aya::maps::{MapData, PerCpuArray, RingBuf};
+use aya::maps::PerCpuArray;
 use aya::programs::BtfTracePoint;
 use aya::{Ebpf, EbpfLoader, VerifierLogLevel};
 use serde::Serialize;
@@ -123,7 +123,7 @@ impl ReferencePrograms {
     /// full ring makes reserving cheaper than it is).
     pub fn floor(hook: &str) -> anyhow::Result<Self> {
         let mut ebpf = attach(FLOOR_OBJ, hook, FLOOR)?;
-        let ring = RingBuf::try_from(ebpf.take_map("floor_events").context("no floor ring")?)?;
+        let ring = Ring::new(ebpf.take_map("floor_events").context("no floor ring")?)?;
         Ok(ReferencePrograms {
             attached: vec![(hook.to_string(), FLOOR, ebpf)],
             drain: Some(RingDrain::start(ring)),
@@ -191,12 +191,12 @@ struct RingDrain {
 }
 
 impl RingDrain {
-    fn start(mut ring: RingBuf<MapData>) -> RingDrain {
+    fn start(mut ring: Ring) -> RingDrain {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
             while !stopped.load(Ordering::Relaxed) {
-                while ring.next().is_some() {}
+                while ring.drain(u64::MAX, |_| {}).0 > 0 {}
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         });

@@ -3,13 +3,10 @@
 use super::session;
 use crate::cli::RecordArgs;
 use anyhow::Context;
-use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use tenge_trace::collector::Collector;
-use tenge_trace::event::{Body, Event};
-use tenge_trace::flow::FlowTable;
+use tenge_trace::collector::{Collector, Recording};
 use tenge_trace::probe::{HitCounter, HookHits};
 use tenge_trace::trace_file::{clock_ns, TraceMeta, TraceSummary, TraceWriter};
 
@@ -27,7 +24,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     meta.filters = serde_json::to_value(session::filters(&args.filters)?)?;
     meta.sample_every = args.filters.sample;
     meta.command = args.command.clone();
-    let mut writer = TraceWriter::create(&args.output, &meta)?;
+    let mut recording = Recording::new(TraceWriter::create(&args.output, &meta)?);
 
     // The command starts once the probes are attached, so nothing it does is missed.
     let child = match args.command.split_first() {
@@ -49,14 +46,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .duration
         .map(|s| Instant::now() + Duration::from_secs_f64(s));
 
-    let mut flows = FlowTable::new();
-    let mut stack_ids = BTreeSet::new();
-    let mut process_names = std::collections::BTreeMap::new();
     let mut write_error = None;
     let mut progress = session::Progress::new(args.quiet);
-    let flow_count = std::cell::Cell::new(0);
-    // Every record is decoded into this one event (as replays do).
-    let mut ev = Event::zeroed();
+    let sockets = std::cell::Cell::new(0);
     let stats = Collector::new().run(
         &mut tracer,
         stop,
@@ -65,23 +57,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             if write_error.is_some() {
                 return;
             }
-            if Event::decode_first(record, &mut ev).is_some() {
-                flows.observe(&ev);
-                flow_count.set(flows.len());
-                if let Body::CpuSample(s) = &ev.body {
-                    stack_ids.extend([s.kstack_id, s.ustack_id].into_iter().filter(|&id| id >= 0));
-                    // Read while the process lives; it may be gone by the end.
-                    process_names
-                        .entry(s.tgid)
-                        .or_insert_with(|| process_name(s.tgid));
-                }
-            }
-            if let Err(err) = writer.write_record(record) {
+            if let Err(err) = recording.record(record) {
                 write_error = Some(err);
                 stop.store(true, Ordering::SeqCst);
             }
+            sockets.set(recording.sockets());
         },
-        |stats| progress.tick(stats, flow_count.get()),
+        |stats| progress.tick(stats, sockets.get()),
     )?;
     progress.done();
     if let Some(err) = write_error {
@@ -96,24 +78,27 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         _ => "stopped",
     };
     let hook_hits = hit_counter.map(|c| c.stop(&tracer)).transpose()?;
-    let ids: Vec<i32> = stack_ids.into_iter().collect();
     let summary = TraceSummary {
         events: stats.events,
         lost: session::lost_by_name(&stats.lost),
         duration_ns: stats.elapsed.as_nanos() as u64,
         ended_unix_ns: clock_ns(libc::CLOCK_REALTIME),
         end_reason: end_reason.into(),
-        stacks: tracer.resolve_stacks(&ids).into_iter().collect(),
-        process_names,
+        stacks: tracer
+            .resolve_stacks(&recording.stack_ids())
+            .into_iter()
+            .collect(),
+        process_names: recording.take_process_names(),
         hook_hits,
     };
     drop(tracer);
-    writer.finish(&summary)?;
+    let flows = recording.sockets();
+    recording.finish(&summary)?;
 
     eprintln!(
         "tenge-trace: {} events from {} flows in {:.1} s ({}) written to {}",
         stats.events,
-        flows.len(),
+        flows,
         stats.elapsed.as_secs_f64(),
         end_reason,
         args.output.display()
@@ -154,13 +139,5 @@ fn report_hits(hits: &[HookHits]) {
              skipped them; their events are missing): {}",
             missed.join(", ")
         );
-    }
-}
-
-fn process_name(tgid: u32) -> String {
-    match tgid {
-        0 => "swapper".into(),
-        _ => std::fs::read_to_string(format!("/proc/{tgid}/comm"))
-            .map_or_else(|_| format!("pid {tgid}"), |c| c.trim().to_string()),
     }
 }

@@ -12,9 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tenge_trace::collector::{CollectStats, Collector};
-use tenge_trace::event::Event;
-use tenge_trace::flow::FlowTable;
+use tenge_trace::collector::{thread_cpu, CollectStats, Collector, Recording};
 use tenge_trace::probe::{Filters, ProgramStats, Tracer, TracerOptions};
 use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
 
@@ -261,8 +259,8 @@ fn external_counts(mode: Mode, output: &Path, stderr: &[String]) -> ToolCounts {
     counts
 }
 
-/// The collector a user of `record` runs: drain, decode, flow table, and
-/// write every record to a trace file, on its own thread.
+/// The collector a user of `record` runs ([`Recording`]: write every record
+/// to a trace file, count the sockets), on its own thread.
 pub struct TracedSession {
     /// The hooks the probes attached to (`category:name`).
     hooks: Vec<String>,
@@ -272,7 +270,8 @@ pub struct TracedSession {
 
 pub struct SessionEnd {
     pub stats: CollectStats,
-    /// CPU time of the collector thread (user + system).
+    /// CPU time (user + system) of the collector thread and of the thread
+    /// that wrote its trace file.
     pub cpu: Duration,
     /// Per-program run time and runs, read just before the probes detach.
     pub programs: Vec<ProgramStats>,
@@ -321,19 +320,14 @@ fn collect(mut tracer: Tracer, stop: &AtomicBool, file: &Path) -> Result<Session
     let cpu_before = thread_cpu();
     let mut meta = TraceMeta::for_this_host();
     meta.probe_plan = serde_json::to_value(tracer.plan())?;
-    let mut writer = TraceWriter::create(file, &meta)?;
-    let mut flows = FlowTable::new();
+    let mut recording = Recording::new(TraceWriter::create(file, &meta)?);
     let mut write_error = None;
-    let mut ev = Event::zeroed();
     let stats = Collector::new().run(
         &mut tracer,
         stop,
         None,
         |record| {
-            if Event::decode_first(record, &mut ev).is_some() {
-                flows.observe(&ev);
-            }
-            if let Err(err) = writer.write_record(record) {
+            if let Err(err) = recording.record(record) {
                 write_error.get_or_insert(err);
             }
         },
@@ -342,13 +336,13 @@ fn collect(mut tracer: Tracer, stop: &AtomicBool, file: &Path) -> Result<Session
     if let Some(err) = write_error {
         return Err(err.into());
     }
-    writer.finish(&TraceSummary {
+    let writer_cpu = recording.finish(&TraceSummary {
         events: stats.events,
         duration_ns: stats.elapsed.as_nanos() as u64,
         end_reason: "benchmark".into(),
         ..TraceSummary::default()
     })?;
-    let cpu = thread_cpu() - cpu_before;
+    let cpu = thread_cpu() - cpu_before + writer_cpu;
     let programs = tracer.program_stats()?;
     drop(tracer);
     let _ = std::fs::remove_file(file);
@@ -357,24 +351,4 @@ fn collect(mut tracer: Tracer, stop: &AtomicBool, file: &Path) -> Result<Session
         cpu,
         programs,
     })
-}
-
-/// CPU time (user + system) of the calling thread.
-pub fn thread_cpu() -> Duration {
-    rusage_cpu(libc::RUSAGE_THREAD)
-}
-
-pub fn rusage(who: libc::c_int) -> libc::rusage {
-    // SAFETY: getrusage fills the zeroed struct it is given.
-    unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(who, &mut usage);
-        usage
-    }
-}
-
-fn rusage_cpu(who: libc::c_int) -> Duration {
-    let usage = rusage(who);
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
 }

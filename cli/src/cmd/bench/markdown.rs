@@ -34,7 +34,7 @@ pub fn render(r: &Results) -> String {
          while this runs, so absolute numbers are noisy; interleaving and pairing are what make \
          the ratios honest. Median of the paired ratios, and their range. tenge-trace filters \
          on the transfer's port in the kernel and its collector does what `record` does \
-         (decode, flow table, trace file); bpftrace runs `bench/equivalent.bt` (same \
+         (count the sockets, write the trace file by direct I/O); bpftrace runs `bench/equivalent.bt` (same \
          tracepoints, same port filter, one line per event, to a file; tracefs mounted for \
          it); tcpdump writes 128-byte headers of the port's packets to a file.\n\n",
     );
@@ -115,7 +115,8 @@ pub fn render(r: &Results) -> String {
             "## Event rate held without loss\n\n\
              Paced 100-byte writes with TCP_NODELAY, every packet traced, {} s per step; loss \
              is the kernel's exact count of records it could not queue. Collector CPU: \
-             getrusage of the collector thread (drain, decode, flow table, trace file).\n\n\
+             getrusage of the collector thread (drain, count the sockets, checksum the trace \
+             file's blocks) and of the thread that writes the file.\n\n\
              | offered writes/s | writes/s | events/s | events | lost | collector CPU |\n\
              |---:|---:|---:|---:|---:|---:|",
             rate.seconds_per_step

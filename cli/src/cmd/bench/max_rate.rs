@@ -2,7 +2,8 @@
 //! writes (TCP_NODELAY, so about one segment each, and about a dozen events
 //! per segment across both ends) at rising rates, each step traced in full by
 //! the same collector `record` runs, loss read from the kernel's exact
-//! per-CPU counters, and the collector thread's CPU time from getrusage.
+//! per-CPU counters, and the CPU time of the collector's threads (the one
+//! draining the ring and the one writing the file) from getrusage.
 
 use super::instrument::TracedSession;
 use anyhow::{Context, Result};
@@ -28,7 +29,7 @@ pub struct RateStep {
     pub events: u64,
     /// Exact: the kernel counts every record it could not queue.
     pub lost: u64,
-    /// Collector thread CPU (user + system) / wall time, in % of one core.
+    /// Collector CPU (user + system, both threads) / wall time, in % of one core.
     pub collector_cpu_pct: f64,
 }
 

@@ -4,7 +4,6 @@
 //! wait4's ru_maxrss, which includes the parent's RSS shared until the
 //! exec), and events per CPU second of its thread.
 
-use super::instrument::thread_cpu;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -14,6 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance};
+use tenge_trace::collector::thread_cpu;
 use tenge_trace::event::{
     abi_addr, tt_app_read, tt_copy_datagram, tt_data_ready, tt_hdr, tt_pkt, tt_sendmsg, tt_state,
     tt_tcp_rcv, tt_window_adv, Body, Event,

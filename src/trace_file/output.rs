@@ -1,0 +1,251 @@
+//! The file a trace is written to, with the bytes not written yet.
+//!
+//! A recording writes a few hundred MB/s for as long as it runs. Through the
+//! page cache, every MB takes fresh pages, which costs more than the copy
+//! into them (on this project's VM, where memory the guest freed goes back
+//! to the host, about 3 ns a byte, against 0.1 by direct I/O). So a regular
+//! file is written by direct I/O, in whole pages, from page-aligned buffers
+//! used again and again; the last partial page goes through the page cache
+//! when the file is finished. Where direct I/O is refused (a pipe, tmpfs on
+//! older kernels), the same writes go through the page cache.
+//!
+//! A direct write returns when the device has the data, which on a busy disk
+//! can take a second: a thread of its own writes the buffers, so the reader
+//! of the ring never waits for the disk while buffers last.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Direct I/O moves whole pages between page-aligned memory and the file.
+const PAGE: usize = 4096;
+/// Buffers waiting for the disk, at most: beyond this many the writer waits
+/// (as the page cache makes writers wait for writeback).
+const MAX_BUFFERS: usize = 128;
+
+#[repr(C, align(4096))]
+struct Page([u8; PAGE]);
+
+struct Buffer {
+    pages: Box<[Page]>,
+    /// Bytes used, from the start.
+    len: usize,
+}
+
+impl Buffer {
+    fn new(pages: usize) -> Buffer {
+        // SAFETY: zero bytes are a page of zeros. Zeroed by the allocator:
+        // fresh pages from the kernel are not written twice.
+        let pages = unsafe { Box::<[Page]>::new_zeroed_slice(pages).assume_init() };
+        Buffer { pages, len: 0 }
+    }
+
+    fn capacity(&self) -> usize {
+        self.pages.len() * PAGE
+    }
+
+    fn all(&self) -> &[u8] {
+        // SAFETY: the pages are plain bytes, contiguous in one allocation.
+        unsafe { std::slice::from_raw_parts(self.pages.as_ptr().cast::<u8>(), self.capacity()) }
+    }
+
+    fn all_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.pages.as_mut_ptr().cast::<u8>(), self.capacity())
+        }
+    }
+}
+
+pub(super) struct Output {
+    /// The buffer being filled.
+    staged: Buffer,
+    pages_per_buffer: usize,
+    to_disk: Option<Sender<Buffer>>,
+    /// Buffers the disk thread has written, to fill again.
+    written: Receiver<Buffer>,
+    buffers: usize,
+    disk: Option<JoinHandle<io::Result<Disk>>>,
+}
+
+/// The file as the disk thread leaves it.
+struct Disk {
+    file: File,
+    direct: bool,
+    /// CPU time the disk thread spent.
+    cpu: Duration,
+}
+
+impl Output {
+    /// Stages up to `capacity` bytes (rounded up to pages, at least two) per write.
+    pub fn new(file: File, capacity: usize) -> io::Result<Output> {
+        let direct = file.metadata().is_ok_and(|m| m.is_file()) && set_direct(&file, true).is_ok();
+        let (to_disk, buffers) = channel::<Buffer>();
+        let (done, written) = channel();
+        let mut disk = Disk {
+            file,
+            direct,
+            cpu: Duration::ZERO,
+        };
+        let thread = std::thread::Builder::new()
+            .name("trace-writer".into())
+            .spawn(move || {
+                for buffer in buffers {
+                    disk.write_out(&buffer.all()[..buffer.len])?;
+                    // Gone only when the output is finished.
+                    let _ = done.send(buffer);
+                }
+                disk.cpu = crate::collector::thread_cpu();
+                Ok(disk)
+            })?;
+        let pages_per_buffer = capacity.div_ceil(PAGE).max(2);
+        Ok(Output {
+            staged: Buffer::new(pages_per_buffer),
+            pages_per_buffer,
+            to_disk: Some(to_disk),
+            written,
+            buffers: 1,
+            disk: Some(thread),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.staged.len
+    }
+
+    /// Bytes that can be staged before [`write_pages`](Self::write_pages).
+    pub fn room(&self) -> usize {
+        self.staged.capacity() - self.staged.len
+    }
+
+    /// The staged bytes, from `start`.
+    pub fn staged_mut(&mut self, start: usize) -> &mut [u8] {
+        let len = self.staged.len;
+        &mut self.staged.all_mut()[start..len]
+    }
+
+    /// Stages `bytes`, which must fit the room left.
+    #[inline]
+    pub fn push(&mut self, bytes: &[u8]) {
+        let start = self.staged.len;
+        self.staged.len += bytes.len();
+        let end = self.staged.len;
+        self.staged.all_mut()[start..end].copy_from_slice(bytes);
+    }
+
+    /// Stages `bytes`, writing whole pages out as the buffer fills.
+    pub fn push_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        loop {
+            let now = bytes.len().min(self.room());
+            self.push(&bytes[..now]);
+            bytes = &bytes[now..];
+            if bytes.is_empty() {
+                return Ok(());
+            }
+            self.write_pages()?;
+        }
+    }
+
+    /// Hands the staged whole pages to the disk thread; the rest (less than
+    /// a page) stays staged.
+    pub fn write_pages(&mut self) -> io::Result<()> {
+        let mut next = match self.written.try_recv() {
+            Ok(buffer) => buffer,
+            Err(_) if self.buffers < MAX_BUFFERS => {
+                self.buffers += 1;
+                Buffer::new(self.pages_per_buffer)
+            }
+            Err(_) => match self.written.recv() {
+                Ok(buffer) => buffer,
+                Err(_) => return Err(self.disk_error()),
+            },
+        };
+        let whole = self.staged.len / PAGE * PAGE;
+        let rest = self.staged.len - whole;
+        next.all_mut()[..rest].copy_from_slice(&self.staged.all()[whole..self.staged.len]);
+        next.len = rest;
+        let mut full = std::mem::replace(&mut self.staged, next);
+        full.len = whole;
+        let to_disk = self.to_disk.as_ref().expect("not finished");
+        if to_disk.send(full).is_err() {
+            return Err(self.disk_error());
+        }
+        Ok(())
+    }
+
+    /// Writes everything staged, and `tail` after it, through the page cache;
+    /// syncs the file when `sync`. Returns the disk thread's CPU time.
+    /// Does nothing once finished.
+    pub fn finish(&mut self, tail: &[u8], sync: bool) -> io::Result<Duration> {
+        if self.to_disk.is_none() {
+            return Ok(Duration::ZERO);
+        }
+        self.write_pages()?;
+        let mut disk = self.join()?;
+        if disk.direct {
+            set_direct(&disk.file, false)?;
+            disk.direct = false;
+        }
+        disk.write_out(&self.staged.all()[..self.staged.len])?;
+        self.staged.len = 0;
+        disk.file.write_all(tail)?;
+        if sync {
+            disk.file.sync_all()?;
+        }
+        Ok(disk.cpu)
+    }
+
+    /// Waits for the disk thread to write what it was given.
+    fn join(&mut self) -> io::Result<Disk> {
+        self.to_disk.take();
+        let thread = self.disk.take().ok_or(io::ErrorKind::BrokenPipe)?;
+        thread.join().expect("the disk thread does not panic")
+    }
+
+    /// Why the disk thread stopped.
+    #[cold]
+    fn disk_error(&mut self) -> io::Error {
+        match self.join() {
+            Err(err) => err,
+            Ok(_) => io::ErrorKind::BrokenPipe.into(),
+        }
+    }
+}
+
+impl Disk {
+    fn write_out(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            match self.file.write(bytes) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => bytes = &bytes[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The file system wants other alignment, or a short write left
+                // the rest unaligned: go on through the page cache.
+                Err(e) if self.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                    set_direct(&self.file, false)?;
+                    self.direct = false;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn set_direct(file: &File, on: bool) -> io::Result<()> {
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on an fd this file owns.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    let flags = match on {
+        true => flags | libc::O_DIRECT,
+        false => flags & !libc::O_DIRECT,
+    };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
