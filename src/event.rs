@@ -450,6 +450,42 @@ fn v4_end(word: u64) -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::from_bits((word >> 16) as u32), word as u16)
 }
 
+/// `addr.to_string()`, the same text: reports name every socket by its ends,
+/// and std's formatting machinery took some 1800 instructions per IPv4 end.
+pub fn addr_text(addr: &SocketAddr) -> String {
+    let SocketAddr::V4(v4) = addr else {
+        return addr.to_string();
+    };
+    let mut text = String::with_capacity(21);
+    for (i, octet) in v4.ip().octets().into_iter().enumerate() {
+        if i > 0 {
+            text.push('.');
+        }
+        push_decimal(&mut text, octet.into());
+    }
+    text.push(':');
+    push_decimal(&mut text, v4.port().into());
+    text
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(text: &mut String, n: u32) {
+    let mut digits = [0u8; 10];
+    let mut start = digits.len();
+    let mut rest = n;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for &d in &digits[start..] {
+        text.push(char::from(d));
+    }
+}
+
 impl Event {
     /// Whether the key of the socket this event is for, sending it
     /// (`outgoing`) or not, has the header's ends the other way round.
@@ -605,6 +641,22 @@ mod tests {
             FlowKey::of(&sock, false).unwrap().local.to_string(),
             "10.0.0.1:5000"
         );
+    }
+
+    #[test]
+    fn address_text_is_std_s() {
+        for text in [
+            "0.0.0.0:0",
+            "10.1.39.16:40000",
+            "255.255.255.255:65535",
+            "192.168.100.9:80",
+            "[2001:db8::1]:443",
+            "[::ffff:10.0.0.1]:5000",
+        ] {
+            let addr: SocketAddr = text.parse().unwrap();
+            assert_eq!(addr_text(&addr), text);
+            assert_eq!(addr_text(&addr), addr.to_string());
+        }
     }
 
     /// Block `b` starts at byte `b << 14`.

@@ -5,7 +5,7 @@
 //! mapped through the connection's addresses, turned around to the receiving
 //! socket's point of view, within the event's network namespace.
 
-use crate::event::{v4_word, Body, Event, FlowKey};
+use crate::event::{addr_text, v4_word, Body, Event, FlowKey};
 use serde::Serialize;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -178,8 +178,8 @@ impl FlowTable {
             {
                 self.named[i] = true;
                 flow.key = key;
-                flow.src = key.local.to_string();
-                flow.dst = key.remote.to_string();
+                flow.src = addr_text(&key.local);
+                flow.dst = addr_text(&key.remote);
                 flow.netns = key.netns;
                 self.by_key.insert(key, i);
                 // The key may have been another socket's.

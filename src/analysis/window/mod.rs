@@ -31,7 +31,7 @@ pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowCl
 pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
-use crate::event::{Body, Event};
+use crate::event::{addr_text, Body, Event};
 use crate::flow::FastMap;
 use alerts::{bps, rate, Episode};
 use limits::{estimate_hz, ChronoSample, LimitTracker};
@@ -804,7 +804,7 @@ impl WindowAnalyzer {
             }
         }
         let (src, dst) = flow.ends.map_or((String::new(), String::new()), |(l, r)| {
-            (l.to_string(), r.to_string())
+            (addr_text(&l), addr_text(&r))
         });
         FlowWindowReport {
             sock_cookie: flow.cookie,
