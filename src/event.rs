@@ -456,34 +456,24 @@ pub fn addr_text(addr: &SocketAddr) -> String {
     let SocketAddr::V4(v4) = addr else {
         return addr.to_string();
     };
+    let [a, b, c, d] = v4.ip().octets();
     let mut text = String::with_capacity(21);
-    for (i, octet) in v4.ip().octets().into_iter().enumerate() {
-        if i > 0 {
-            text.push('.');
-        }
+    push_decimal(&mut text, a.into());
+    for octet in [b, c, d] {
+        text.push('.');
         push_decimal(&mut text, octet.into());
     }
     text.push(':');
-    push_decimal(&mut text, v4.port().into());
+    push_decimal(&mut text, v4.port());
     text
 }
 
 /// Appends `n` in decimal.
-fn push_decimal(text: &mut String, n: u32) {
-    let mut digits = [0u8; 10];
-    let mut start = digits.len();
-    let mut rest = n;
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
+fn push_decimal(text: &mut String, n: u16) {
+    if n >= 10 {
+        push_decimal(text, n / 10);
     }
-    for &d in &digits[start..] {
-        text.push(char::from(d));
-    }
+    text.push(char::from(b'0' + (n % 10) as u8));
 }
 
 impl Event {

@@ -158,34 +158,21 @@ impl FlowTable {
 
     /// [`observe`](Self::observe) with the event's [`socket_key`] computed by
     /// the caller; returns the socket's number: sockets are numbered densely
-    /// from 0 in the order first seen, and keep their number.
+    /// from 0 in the order first seen, and keep their number. Inlined into
+    /// the caller: most events find their socket in a test or two.
+    #[inline(always)]
     pub(crate) fn observe_keyed(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
-        let own = self.own_cookie(ev);
-        let i = match own {
-            Some(cookie) => self.index_of_own(cookie, ev),
+        let i = match self.own_cookie(ev) {
+            Some(cookie) => {
+                let i = self.index_of_own(cookie, ev);
+                if !self.named[i] {
+                    self.name(i, key);
+                }
+                i
+            }
             None => self.index_by_key(ev, key)?,
         };
         let flow = &mut self.flows[i];
-        // A socket's addresses come from events that carry its own cookie, and
-        // only once both ports are known: state changes before connect() picks
-        // a port, or after the port went to a time-wait socket, carry port 0.
-        // The key is registered once, when first known (not on every event);
-        // a later socket on the same addresses takes it over.
-        if own.is_some() && !self.named[i] {
-            if let Some(key) = key
-                .full()
-                .filter(|k| k.local.port() != 0 && k.remote.port() != 0)
-            {
-                self.named[i] = true;
-                flow.key = key;
-                flow.src = addr_text(&key.local);
-                flow.dst = addr_text(&key.remote);
-                flow.netns = key.netns;
-                self.by_key.insert(key, i);
-                // The key may have been another socket's.
-                self.last_key = None;
-            }
-        }
         flow.events += 1;
         flow.first_ns = flow.first_ns.min(ev.hdr.ts_ns);
         flow.last_ns = flow.last_ns.max(ev.hdr.ts_ns);
@@ -198,18 +185,49 @@ impl FlowTable {
         Some(i)
     }
 
+    /// A socket's addresses come from events that carry its own cookie, and
+    /// only once both ports are known: state changes before connect() picks
+    /// a port, or after the port went to a time-wait socket, carry port 0.
+    /// The key is registered once, when first known (not on every event);
+    /// a later socket on the same addresses takes it over.
+    #[cold]
+    fn name(&mut self, i: usize, key: &EventKey) {
+        let Some(key) = key
+            .full()
+            .filter(|k| k.local.port() != 0 && k.remote.port() != 0)
+        else {
+            return;
+        };
+        let flow = &mut self.flows[i];
+        self.named[i] = true;
+        flow.key = key;
+        flow.src = addr_text(&key.local);
+        flow.dst = addr_text(&key.remote);
+        flow.netns = key.netns;
+        self.by_key.insert(key, i);
+        // The key may have been another socket's.
+        self.last_key = None;
+    }
+
     /// The number of the socket with this cookie, a new one if it is new.
+    #[inline]
     fn index_of_own(&mut self, cookie: u64, ev: &Event) -> usize {
-        let i = match self.last {
+        match self.last {
             Some((last, i)) if last == cookie => i,
-            _ => match self.by_cookie.entry(cookie) {
-                Entry::Occupied(i) => *i.get(),
-                Entry::Vacant(slot) => {
-                    self.flows.push(new_flow(cookie, ev));
-                    self.named.push(false);
-                    *slot.insert(self.flows.len() - 1)
-                }
-            },
+            _ => self.look_up_own(cookie, ev),
+        }
+    }
+
+    /// [`index_of_own`](Self::index_of_own) past the latest socket: a hash lookup.
+    #[inline(never)]
+    fn look_up_own(&mut self, cookie: u64, ev: &Event) -> usize {
+        let i = match self.by_cookie.entry(cookie) {
+            Entry::Occupied(i) => *i.get(),
+            Entry::Vacant(slot) => {
+                self.flows.push(new_flow(cookie, ev));
+                self.named.push(false);
+                *slot.insert(self.flows.len() - 1)
+            }
         };
         self.last = Some((cookie, i));
         i

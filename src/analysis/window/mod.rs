@@ -562,8 +562,10 @@ impl WindowAnalyzer {
     /// socket's state is two array reads away instead of a hash lookup.
     /// Given for one of a socket's window events, it must be for all of
     /// them (the flow table numbers every event with its own cookie).
+    /// Inlined into the caller: most events are of other kinds, and skipping
+    /// them then costs two tests, not a call to the analysis.
+    #[inline]
     pub(crate) fn push_at(&mut self, ev: &Event, socket: Option<usize>) -> Alerts<'_> {
-        self.alerts.clear();
         let cookie = ev.hdr.sock_cookie;
         if cookie != 0
             && matches!(
@@ -576,7 +578,9 @@ impl WindowAnalyzer {
         Alerts::take(&mut self.alerts)
     }
 
+    #[inline(never)]
     fn analyze(&mut self, ev: &Event, cookie: u64, socket: Option<usize>) {
+        self.alerts.clear();
         if let Body::TcpRcv(r) = &ev.body {
             let sample = (ev.hdr.ts_ns, r.jiffies);
             self.jiffies = Some(
