@@ -314,7 +314,9 @@ impl PathAnalyzer {
     }
 
     /// [`flow_index`](Self::flow_index) through the flow socket `socket`'s
-    /// events with this key went to last (IPv4 keys: `compact`).
+    /// events with this key went to last (IPv4 keys: `compact`). Inlined:
+    /// almost every event finds its flow so, in a test or two.
+    #[inline(always)]
     fn flow_of_socket(
         &mut self,
         socket: usize,
@@ -336,6 +338,19 @@ impl PathAnalyzer {
             },
             _ => {}
         }
+        self.hint_socket(socket, compact, key, create)
+    }
+
+    /// [`flow_of_socket`](Self::flow_of_socket) without a hint: looks the
+    /// flow up by its key and leaves the hint for the socket's next events.
+    #[inline(never)]
+    fn hint_socket(
+        &mut self,
+        socket: usize,
+        compact: (u32, u64, u64),
+        key: &EventKey,
+        create: bool,
+    ) -> Option<usize> {
         let found = self.flow_index(key.full()?, create);
         let flow = match found {
             Some(i) => i as u32,
