@@ -574,8 +574,9 @@ impl WindowAnalyzer {
             )
         {
             self.analyze(ev, cookie, socket);
+            return Alerts::take(&mut self.alerts);
         }
-        Alerts::take(&mut self.alerts)
+        Alerts::none()
     }
 
     #[inline(never)]
