@@ -170,7 +170,9 @@ impl RecentWindow {
             }
             let end = ((index + 1) * self.bucket_ns).min(t1);
             let slot = &mut self.slots[(index % BUCKETS as u64) as usize];
-            for c in column.into_iter().chain([3]) {
+            slot[3] += end - t;
+            self.sum[3] += end - t;
+            if let Some(c) = column {
                 slot[c] += end - t;
                 self.sum[c] += end - t;
             }
