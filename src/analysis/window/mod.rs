@@ -829,27 +829,3 @@ impl WindowAnalyzer {
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod size_tmp {
-    #[test]
-    fn sizes_tmp() {
-        use std::mem::size_of;
-        eprintln!(
-            "Flow {} rx {} tx {} limits {} stalls {} views {} Episode {}",
-            size_of::<super::Flow>(),
-            size_of::<super::ReceiverSide>(),
-            size_of::<super::SenderSide>(),
-            size_of::<super::LimitTracker>(),
-            size_of::<super::StallDetector>(),
-            size_of::<super::PeerView>(),
-            size_of::<super::alerts::Episode>()
-        );
-        eprintln!(
-            "FlowInfo {} paths Flow {} Event {} hdr {}",
-            size_of::<crate::flow::FlowInfo>(),
-            size_of::<crate::analysis::paths::PathAnalyzer>(),
-            size_of::<crate::event::Event>(),
-            size_of::<crate::event::tt_hdr>()
-        );
-    }
-}
