@@ -234,12 +234,17 @@ impl FlowTable {
     }
 
     /// The number of the socket an event without its own cookie belongs to, by its addresses.
+    #[inline]
     fn index_by_key(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
-        if let (Some((last, i)), Some(v4)) = (self.last_key, key.v4) {
-            if last == v4 {
-                return Some(i);
-            }
+        match (self.last_key, key.v4) {
+            (Some((last, i)), Some(v4)) if last == v4 => Some(i),
+            _ => self.look_up_key(ev, key),
         }
+    }
+
+    /// [`index_by_key`](Self::index_by_key) past the latest key: a hash lookup.
+    #[inline(never)]
+    fn look_up_key(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
         let found = self.by_key.get_event(key).copied();
         if let (Some(i), Some(v4)) = (found, key.v4) {
             self.last_key = Some((v4, i));
