@@ -364,10 +364,12 @@ impl Flow {
     }
 
     fn check_limits(&mut self, ts: u64, cfg: &WindowConfig, peer: &PeerView, out: &mut Vec<Alert>) {
-        let (fractions, covered) = self.limits.recent();
-        if covered < cfg.min_duration_ns.min(cfg.limit_window_ns) {
+        let Some(fractions) = self
+            .limits
+            .recent(cfg.min_duration_ns.min(cfg.limit_window_ns))
+        else {
             return;
-        }
+        };
         const KINDS: [AlertKind; 3] = [
             AlertKind::RwndLimited,
             AlertKind::CwndLimited,
