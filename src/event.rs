@@ -450,6 +450,32 @@ fn v4_end(word: u64) -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::from_bits((word >> 16) as u32), word as u16)
 }
 
+/// `addr.to_string()`, the same text: reports name every socket by its ends,
+/// and std's formatting machinery took some 1800 instructions per IPv4 end.
+pub fn addr_text(addr: &SocketAddr) -> String {
+    let SocketAddr::V4(v4) = addr else {
+        return addr.to_string();
+    };
+    let [a, b, c, d] = v4.ip().octets();
+    let mut text = String::with_capacity(21);
+    push_decimal(&mut text, a.into());
+    for octet in [b, c, d] {
+        text.push('.');
+        push_decimal(&mut text, octet.into());
+    }
+    text.push(':');
+    push_decimal(&mut text, v4.port());
+    text
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(text: &mut String, n: u16) {
+    if n >= 10 {
+        push_decimal(text, n / 10);
+    }
+    text.push(char::from(b'0' + (n % 10) as u8));
+}
+
 impl Event {
     /// Whether the key of the socket this event is for, sending it
     /// (`outgoing`) or not, has the header's ends the other way round.
@@ -605,6 +631,22 @@ mod tests {
             FlowKey::of(&sock, false).unwrap().local.to_string(),
             "10.0.0.1:5000"
         );
+    }
+
+    #[test]
+    fn address_text_is_std_s() {
+        for text in [
+            "0.0.0.0:0",
+            "10.1.39.16:40000",
+            "255.255.255.255:65535",
+            "192.168.100.9:80",
+            "[2001:db8::1]:443",
+            "[::ffff:10.0.0.1]:5000",
+        ] {
+            let addr: SocketAddr = text.parse().unwrap();
+            assert_eq!(addr_text(&addr), text);
+            assert_eq!(addr_text(&addr), addr.to_string());
+        }
     }
 
     /// Block `b` starts at byte `b << 14`.

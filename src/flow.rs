@@ -5,7 +5,7 @@
 //! mapped through the connection's addresses, turned around to the receiving
 //! socket's point of view, within the event's network namespace.
 
-use crate::event::{v4_word, Body, Event, FlowKey};
+use crate::event::{addr_text, v4_word, Body, Event, FlowKey};
 use serde::Serialize;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -176,34 +176,21 @@ impl FlowTable {
 
     /// [`observe`](Self::observe) with the event's [`socket_key`] computed by
     /// the caller; returns the socket's number: sockets are numbered densely
-    /// from 0 in the order first seen, and keep their number.
+    /// from 0 in the order first seen, and keep their number. Inlined into
+    /// the caller: most events find their socket in a test or two.
+    #[inline(always)]
     pub(crate) fn observe_keyed(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
-        let own = self.own_cookie(ev);
-        let i = match own {
-            Some(cookie) => self.index_of_own(cookie, ev),
+        let i = match self.own_cookie(ev) {
+            Some(cookie) => {
+                let i = self.index_of_own(cookie, ev);
+                if !self.named[i] {
+                    self.name(i, key);
+                }
+                i
+            }
             None => self.index_by_key(ev, key)?,
         };
         let flow = &mut self.flows[i];
-        // A socket's addresses come from events that carry its own cookie, and
-        // only once both ports are known: state changes before connect() picks
-        // a port, or after the port went to a time-wait socket, carry port 0.
-        // The key is registered once, when first known (not on every event);
-        // a later socket on the same addresses takes it over.
-        if own.is_some() && !self.named[i] {
-            if let Some(key) = key
-                .full()
-                .filter(|k| k.local.port() != 0 && k.remote.port() != 0)
-            {
-                self.named[i] = true;
-                flow.key = key;
-                flow.src = key.local.to_string();
-                flow.dst = key.remote.to_string();
-                flow.netns = key.netns;
-                self.by_key.insert(key, i);
-                // The key may have been another socket's.
-                self.last_key = None;
-            }
-        }
         flow.events += 1;
         flow.first_ns = flow.first_ns.min(ev.hdr.ts_ns);
         flow.last_ns = flow.last_ns.max(ev.hdr.ts_ns);
@@ -216,40 +203,76 @@ impl FlowTable {
         Some(i)
     }
 
+    /// A socket's addresses come from events that carry its own cookie, and
+    /// only once both ports are known: state changes before connect() picks
+    /// a port, or after the port went to a time-wait socket, carry port 0.
+    /// The key is registered once, when first known (not on every event);
+    /// a later socket on the same addresses takes it over.
+    #[cold]
+    fn name(&mut self, i: usize, key: &EventKey) {
+        let Some(key) = key
+            .full()
+            .filter(|k| k.local.port() != 0 && k.remote.port() != 0)
+        else {
+            return;
+        };
+        let flow = &mut self.flows[i];
+        self.named[i] = true;
+        flow.key = key;
+        flow.src = addr_text(&key.local);
+        flow.dst = addr_text(&key.remote);
+        flow.netns = key.netns;
+        self.by_key.insert(key, i);
+        // The key may have been another socket's.
+        self.last_key = None;
+    }
+
     /// The number of the socket with this cookie, a new one if it is new.
+    #[inline]
     fn index_of_own(&mut self, cookie: u64, ev: &Event) -> usize {
-        let i = match self.last {
+        match self.last {
             Some((last, i)) if last == cookie => i,
-            _ => match self.by_cookie.entry(cookie) {
-                Entry::Occupied(i) => *i.get(),
-                Entry::Vacant(slot) => {
-                    let flow = new_flow(cookie, ev);
-                    let i = match self.free.pop() {
-                        Some(i) => {
-                            self.flows[i] = flow;
-                            i
-                        }
-                        None => {
-                            self.flows.push(flow);
-                            self.named.push(false);
-                            self.flows.len() - 1
-                        }
-                    };
-                    *slot.insert(i)
-                }
-            },
+            _ => self.look_up_own(cookie, ev),
+        }
+    }
+
+    /// [`index_of_own`](Self::index_of_own) past the latest socket: a hash lookup.
+    #[inline(never)]
+    fn look_up_own(&mut self, cookie: u64, ev: &Event) -> usize {
+        let i = match self.by_cookie.entry(cookie) {
+            Entry::Occupied(i) => *i.get(),
+            Entry::Vacant(slot) => {
+                let flow = new_flow(cookie, ev);
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.flows[i] = flow;
+                        i
+                    }
+                    None => {
+                        self.flows.push(flow);
+                        self.named.push(false);
+                        self.flows.len() - 1
+                    }
+                };
+                *slot.insert(i)
+            }
         };
         self.last = Some((cookie, i));
         i
     }
 
     /// The number of the socket an event without its own cookie belongs to, by its addresses.
+    #[inline]
     fn index_by_key(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
-        if let (Some((last, i)), Some(v4)) = (self.last_key, key.v4) {
-            if last == v4 {
-                return Some(i);
-            }
+        match (self.last_key, key.v4) {
+            (Some((last, i)), Some(v4)) if last == v4 => Some(i),
+            _ => self.look_up_key(ev, key),
         }
+    }
+
+    /// [`index_by_key`](Self::index_by_key) past the latest key: a hash lookup.
+    #[inline(never)]
+    fn look_up_key(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
         let found = self.by_key.get_event(key).copied();
         if let (Some(i), Some(v4)) = (found, key.v4) {
             self.last_key = Some((v4, i));

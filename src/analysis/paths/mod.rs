@@ -243,50 +243,80 @@ impl PathAnalyzer {
     /// [`push`](Self::push) with the event's key computed by the caller, and
     /// the number of its socket in the flow table if known: the
     /// flow a socket's events went to last is remembered by that number.
+    /// Inlined into [`Analysis::push`](crate::analysis::Analysis::push):
+    /// most events find their flow untracked or have none, and then cost a
+    /// few tests, not a call.
+    #[inline(always)]
     pub(crate) fn push_keyed(&mut self, ev: &Event, key: &EventKey, socket: Option<usize>) {
-        let (ts, skb, cpu) = (ev.hdr.ts_ns, ev.hdr.skb, ev.hdr.cpu);
+        let ts = ev.hdr.ts_ns;
         if ts > self.now_ns {
-            self.now_ns = ts;
-            if ts >= self.next_sweep_ns {
-                self.sweep();
-                self.next_sweep_ns = ts + SWEEP_EVERY_NS;
-            }
+            self.advance_clock(ts);
         }
+        // Whether the event may start tracking a flow: the first data it sees.
+        let create = match &ev.body {
+            Body::Sendmsg(_) => true,
+            Body::WindowAdv(b) => b.len > 0,
+            Body::RxEntry(p) | Body::NetifReceive(p) => p.len > 0,
+            Body::TcpRcv(b) => b.len > 0,
+            Body::DevStartXmit(_)
+            | Body::DevXmit(_)
+            | Body::DataReady(_)
+            | Body::CopyDatagram(_)
+            | Body::AppRead(_) => false,
+            Body::NapiPoll(p) => return self.napi_poll(p.ifindex, p.work, p.budget),
+            Body::KfreeSkb(b) => return self.kfree_skb(ev, b.seq, b.len),
+            Body::State(_) | Body::Retransmit(_) | Body::CpuSample(_) => return,
+        };
+        // Device-layer packets name the flow by addresses ([`socket_key`]):
+        // outgoing ones (start_xmit, xmit) from the sender's side, the rest
+        // from the receiver's.
+        let found = match (socket, key.v4) {
+            (Some(s), Some(v4)) => self.flow_of_socket(s, v4, key, create),
+            _ => key.full().and_then(|key| self.flow_index(key, create)),
+        };
+        if let Some(i) = found {
+            self.on_flow_event(ev, i);
+        }
+    }
+
+    /// Time moved on to `ts`: packets that made no progress for too long are swept now and then.
+    #[inline(never)]
+    fn advance_clock(&mut self, ts: u64) {
+        self.now_ns = ts;
+        if ts >= self.next_sweep_ns {
+            self.sweep();
+            self.next_sweep_ns = ts + SWEEP_EVERY_NS;
+        }
+    }
+
+    /// An event of the tracked flow `i`.
+    #[inline(never)]
+    fn on_flow_event(&mut self, ev: &Event, i: usize) {
+        let (ts, skb, cpu) = (ev.hdr.ts_ns, ev.hdr.skb, ev.hdr.cpu);
+        if ev.hdr.sock_cookie != 0 {
+            self.flows[i].cookie = ev.hdr.sock_cookie;
+        }
+        let (f, mut ctx) = self.parts(i);
+        let ctx = &mut ctx;
         match &ev.body {
-            Body::NapiPoll(p) => self.napi_poll(p.ifindex, p.work, p.budget),
-            Body::Sendmsg(b) => {
-                self.with_flow(ev, key, socket, true, |f, ctx| f.tx.on_sendmsg(ts, b, ctx))
-            }
-            Body::WindowAdv(b) => self.with_flow(ev, key, socket, b.len > 0, |f, ctx| {
-                f.tx.on_queue(ts, skb, cpu, b, ctx)
-            }),
-            Body::DevStartXmit(p) => self.with_flow(ev, key, socket, false, |f, _| {
-                f.tx.on_start_xmit(ts, skb, cpu, p)
-            }),
-            Body::DevXmit(p) => self.with_flow(ev, key, socket, false, |f, ctx| {
-                f.tx.on_xmit(ts, skb, cpu, p, ctx)
-            }),
-            Body::RxEntry(p) => self.with_flow(ev, key, socket, p.len > 0, |f, ctx| {
-                f.rx.on_entry(ts, p, ctx)
-            }),
-            Body::NetifReceive(p) => self.with_flow(ev, key, socket, p.len > 0, |f, ctx| {
-                f.rx.on_netif_receive(ts, p, ctx)
-            }),
-            Body::TcpRcv(b) => self.with_flow(ev, key, socket, b.len > 0, |f, ctx| {
+            Body::Sendmsg(b) => f.tx.on_sendmsg(ts, b, ctx),
+            Body::WindowAdv(b) => f.tx.on_queue(ts, skb, cpu, b, ctx),
+            Body::DevStartXmit(p) => f.tx.on_start_xmit(ts, skb, cpu, p),
+            Body::DevXmit(p) => f.tx.on_xmit(ts, skb, cpu, p, ctx),
+            Body::RxEntry(p) => f.rx.on_entry(ts, p, ctx),
+            Body::NetifReceive(p) => f.rx.on_netif_receive(ts, p, ctx),
+            Body::TcpRcv(b) => {
                 f.tx.on_ack(b);
                 f.rx.on_tcp_rcv(ts, b, ctx)
-            }),
-            Body::DataReady(b) => {
-                self.with_flow(ev, key, socket, false, |f, _| f.rx.on_data_ready(ts, b))
             }
-            Body::CopyDatagram(b) => {
-                self.with_flow(ev, key, socket, false, |f, _| f.rx.on_copy(ts, b))
-            }
-            Body::AppRead(b) => self.with_flow(ev, key, socket, false, |f, ctx| {
-                f.rx.on_app_read(ts, b, ctx)
-            }),
-            Body::KfreeSkb(b) => self.kfree_skb(ev, b.seq, b.len),
-            Body::State(_) | Body::Retransmit(_) | Body::CpuSample(_) => {}
+            Body::DataReady(b) => f.rx.on_data_ready(ts, b),
+            Body::CopyDatagram(b) => f.rx.on_copy(ts, b),
+            Body::AppRead(b) => f.rx.on_app_read(ts, b, ctx),
+            Body::NapiPoll(_)
+            | Body::KfreeSkb(_)
+            | Body::State(_)
+            | Body::Retransmit(_)
+            | Body::CpuSample(_) => {}
         }
     }
 
@@ -390,32 +420,10 @@ impl PathAnalyzer {
         out
     }
 
-    /// Device-layer packets name the flow by addresses ([`socket_key`]):
-    /// outgoing ones (start_xmit, xmit) from the sender's side, the rest from the receiver's.
-    fn with_flow(
-        &mut self,
-        ev: &Event,
-        key: &EventKey,
-        socket: Option<usize>,
-        create: bool,
-        f: impl FnOnce(&mut Pending, &mut Ctx),
-    ) {
-        let found = match (socket, key.v4) {
-            (Some(s), Some(v4)) => self.flow_of_socket(s, v4, key, create),
-            _ => key.full().and_then(|key| self.flow_index(key, create)),
-        };
-        let Some(i) = found else {
-            return;
-        };
-        if ev.hdr.sock_cookie != 0 {
-            self.flows[i].cookie = ev.hdr.sock_cookie;
-        }
-        let (flow, mut ctx) = self.parts(i);
-        f(flow, &mut ctx);
-    }
-
     /// [`flow_index`](Self::flow_index) through the flow socket `socket`'s
-    /// events with this key went to last (IPv4 keys: `compact`).
+    /// events with this key went to last (IPv4 keys: `compact`). Inlined:
+    /// almost every event finds its flow so, in a test or two.
+    #[inline(always)]
     fn flow_of_socket(
         &mut self,
         socket: usize,
@@ -437,6 +445,19 @@ impl PathAnalyzer {
             },
             _ => {}
         }
+        self.hint_socket(socket, compact, key, create)
+    }
+
+    /// [`flow_of_socket`](Self::flow_of_socket) without a hint: looks the
+    /// flow up by its key and leaves the hint for the socket's next events.
+    #[inline(never)]
+    fn hint_socket(
+        &mut self,
+        socket: usize,
+        compact: (u32, u64, u64),
+        key: &EventKey,
+        create: bool,
+    ) -> Option<usize> {
         let found = self.flow_index(key.full()?, create);
         let flow = match found {
             Some(i) => {

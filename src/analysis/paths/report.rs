@@ -2,7 +2,7 @@
 
 use super::stats::{DirSpec, NapiAcc, PathAcc, PathTable, StageAcc, DIRECTIONS};
 use super::{Counters, PathConfig};
-use crate::event::FlowKey;
+use crate::event::{addr_text, FlowKey};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -137,8 +137,8 @@ pub(super) fn flow_paths(
     FlowPaths {
         cookie,
         netns: key.netns,
-        local: key.local.to_string(),
-        remote: key.remote.to_string(),
+        local: addr_text(&key.local),
+        remote: addr_text(&key.remote),
         paths,
         combined,
     }

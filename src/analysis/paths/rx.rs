@@ -78,17 +78,18 @@ impl Unit {
     fn finish(self, ctx: &mut Ctx) {
         let path = PathId::rx(self.gro, self.socket, self.order);
         let n = self.segs as u64;
-        ctx.rec.packets(path, n);
-        for stage in 0..HOPS - 1 {
-            let (from, to) = (self.at[stage], self.at[stage + 1]);
-            if from != 0 && to != 0 {
-                ctx.rec.stage(path, stage, to.saturating_sub(from), n);
+        ctx.rec.path(path, |acc| {
+            acc.packets += n;
+            for (stage, hop) in acc.stages.iter_mut().zip(self.at.windows(2)) {
+                if hop[0] != 0 && hop[1] != 0 {
+                    stage.record(hop[1].saturating_sub(hop[0]), n);
+                }
             }
-        }
-        if self.at[ENTRY] != 0 && self.at[READ] != 0 {
-            ctx.rec
-                .total(path, self.at[READ].saturating_sub(self.at[ENTRY]), n);
-        }
+            if self.at[ENTRY] != 0 && self.at[READ] != 0 {
+                acc.total
+                    .record(self.at[READ].saturating_sub(self.at[ENTRY]), n);
+            }
+        });
         ctx.counters.rx_packets += n;
         if self.at.iter().all(|&t| t != 0) {
             ctx.counters.rx_complete += n;

@@ -230,7 +230,7 @@ impl StageAcc {
         }
     }
 
-    fn record(&mut self, ns: u64, n: u64) {
+    pub fn record(&mut self, ns: u64, n: u64) {
         self.hist
             .saturating_record_n(ns.min(HIST_MAX_NS), n.min(u32::MAX as u64) as u32);
         self.sum_ns = self.sum_ns.saturating_add(ns.saturating_mul(n));
@@ -311,32 +311,12 @@ pub struct Recorder<'a> {
 }
 
 impl Recorder<'_> {
-    pub fn packets(&mut self, path: PathId, n: u64) {
-        self.overall.acc(path).packets += n;
+    /// Applies `record` to the path's accumulator in each table: a packet's
+    /// figures are recorded with one lookup of its path per table.
+    pub fn path(&mut self, path: PathId, mut record: impl FnMut(&mut PathAcc)) {
+        record(self.overall.acc(path));
         if let Some(flow) = self.flow.as_deref_mut() {
-            flow.acc(path).packets += n;
-        }
-    }
-
-    pub fn stage(&mut self, path: PathId, stage: usize, ns: u64, n: u64) {
-        self.record(path, ns, n, |acc| &mut acc.stages[stage]);
-    }
-
-    /// A packet's time from its first hop to its last.
-    pub fn total(&mut self, path: PathId, ns: u64, n: u64) {
-        self.record(path, ns, n, |acc| &mut acc.total);
-    }
-
-    fn record(
-        &mut self,
-        path: PathId,
-        ns: u64,
-        n: u64,
-        of: impl Fn(&mut PathAcc) -> &mut StageAcc,
-    ) {
-        of(self.overall.acc(path)).record(ns, n);
-        if let Some(flow) = self.flow.as_deref_mut() {
-            of(flow.acc(path)).record(ns, n);
+            record(flow.acc(path));
         }
     }
 }

@@ -159,12 +159,15 @@ impl TxFlow {
                 queued.seq = seq;
             }
             let (class, waited) = self.classify(seq, len, ts_ns, retransmit, ctx.cfg.held_after_ns);
-            let path = PathId::tx(class);
-            ctx.rec.packets(path, 1);
+            ctx.rec.path(PathId::tx(class), |acc| {
+                acc.packets += 1;
+                if let Some(ns) = waited {
+                    acc.stages[TX_STAGE_TCP].record(ns, 1);
+                }
+            });
             ctx.counters.tx_packets += 1;
             queued.segments[class as usize] += 1;
-            if let Some(ns) = waited {
-                ctx.rec.stage(path, TX_STAGE_TCP, ns, 1);
+            if waited.is_some() {
                 queued.tcp_measured += 1;
             }
         }
@@ -274,19 +277,11 @@ impl TxFlow {
             return;
         }
         for (class, &n) in q.segments.iter().enumerate().filter(|(_, &n)| n > 0) {
-            let path = PathId::tx(class as u8);
-            ctx.rec.stage(
-                path,
-                TX_STAGE_QDISC,
-                q.start_ns.saturating_sub(q.queued_ns),
-                n as u64,
-            );
-            ctx.rec.stage(
-                path,
-                TX_STAGE_DRIVER,
-                ts_ns.saturating_sub(q.start_ns),
-                n as u64,
-            );
+            ctx.rec.path(PathId::tx(class as u8), |acc| {
+                let n = u64::from(n);
+                acc.stages[TX_STAGE_QDISC].record(q.start_ns.saturating_sub(q.queued_ns), n);
+                acc.stages[TX_STAGE_DRIVER].record(ts_ns.saturating_sub(q.start_ns), n);
+            });
         }
         ctx.counters.tx_complete += q.tcp_measured as u64;
     }

@@ -46,6 +46,11 @@ impl<'a> Alerts<'a> {
     pub(super) fn take(raised: &'a mut Vec<Alert>) -> Alerts<'a> {
         Alerts((!raised.is_empty()).then(|| raised.drain(..)))
     }
+
+    /// No alerts: for events no analysis looked at.
+    pub(super) fn none() -> Alerts<'a> {
+        Alerts(None)
+    }
 }
 
 impl Iterator for Alerts<'_> {

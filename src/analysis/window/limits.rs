@@ -170,7 +170,9 @@ impl RecentWindow {
             }
             let end = ((index + 1) * self.bucket_ns).min(t1);
             let slot = &mut self.slots[(index % BUCKETS as u64) as usize];
-            for c in column.into_iter().chain([3]) {
+            slot[3] += end - t;
+            self.sum[3] += end - t;
+            if let Some(c) = column {
                 slot[c] += end - t;
                 self.sum[c] += end - t;
             }
@@ -178,18 +180,20 @@ impl RecentWindow {
         }
     }
 
-    /// Fractions of observed time (rwnd, cwnd, sndbuf) and the observed time itself.
-    fn fractions(&self) -> ([f64; 3], u64) {
+    /// Fractions of observed time (rwnd, cwnd, sndbuf), once at least
+    /// `min_observed_ns` is observed (every ACK asks, and most are turned
+    /// away before dividing).
+    fn fractions(&self, min_observed_ns: u64) -> Option<[f64; 3]> {
         let sum = self.sum;
+        if sum[3] < min_observed_ns {
+            return None;
+        }
         let total = sum[3].max(1) as f64;
-        (
-            [
-                sum[0] as f64 / total,
-                sum[1] as f64 / total,
-                sum[2] as f64 / total,
-            ],
-            sum[3],
-        )
+        Some([
+            sum[0] as f64 / total,
+            sum[1] as f64 / total,
+            sum[2] as f64 / total,
+        ])
     }
 }
 
@@ -352,9 +356,9 @@ impl LimitTracker {
         }
     }
 
-    /// rwnd, cwnd, sndbuf fractions over the recent window, and the time it covers.
-    pub fn recent(&self) -> ([f64; 3], u64) {
-        self.recent.fractions()
+    /// rwnd, cwnd, sndbuf fractions over the recent window, once it covers at least `min_ns`.
+    pub fn recent(&self, min_ns: u64) -> Option<[f64; 3]> {
+        self.recent.fractions(min_ns)
     }
 
     pub fn report(&self, hz: Option<u32>) -> LimitsReport {
@@ -489,8 +493,8 @@ mod tests {
         assert_eq!((r.per_event.rwnd, r.per_event.app), (0.25, 0.75));
         assert_eq!((r.rwnd, r.source), (0.25, "per_event"));
         // The last 200 ms (8 slots of 25 ms: 300..500) hold no rwnd time.
-        let (recent, covered) = t.recent();
-        assert_eq!((recent[0], covered), (0.0, 200_000_000));
+        assert_eq!(t.recent(200_000_000).map(|f| f[0]), Some(0.0));
+        assert_eq!(t.recent(200_000_001), None);
     }
 
     #[test]
@@ -498,13 +502,14 @@ mod tests {
         let mut w = RecentWindow::new(200);
         w.add(0, 50, Limit::App);
         w.add(50, 200, Limit::Rwnd);
-        assert_eq!(w.fractions(), ([0.75, 0.0, 0.0], 200));
+        assert_eq!(w.fractions(200), Some([0.75, 0.0, 0.0]));
+        assert_eq!(w.fractions(201), None);
         // 100 more units of cwnd push the first 100 out: 100 rwnd + 100 cwnd.
         w.add(200, 300, Limit::Cwnd);
-        assert_eq!(w.fractions(), ([0.5, 0.5, 0.0], 200));
+        assert_eq!(w.fractions(200), Some([0.5, 0.5, 0.0]));
         // A gap longer than the span clears everything before it.
         w.add(300, 1000, Limit::App);
-        assert_eq!(w.fractions(), ([0.0, 0.0, 0.0], 200));
+        assert_eq!(w.fractions(200), Some([0.0, 0.0, 0.0]));
         // Partial slots, and the running sums against the slots themselves.
         for (t0, t1, limit) in [(1010, 1033, Limit::Sndbuf), (1033, 1190, Limit::Rwnd)] {
             w.add(t0, t1, limit);
@@ -517,7 +522,7 @@ mod tests {
             assert_eq!(w.sum, summed);
         }
         // Slots 1000..1200 only: 23 sndbuf, 157 rwnd (1000..1010 was not charged).
-        assert_eq!(w.fractions().1, 180);
+        assert_eq!(w.sum[3], 180);
         assert_eq!(w.sum[..3], [157, 0, 23]);
     }
 

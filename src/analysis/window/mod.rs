@@ -31,7 +31,7 @@ pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowCl
 pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
-use crate::event::{Body, Event};
+use crate::event::{addr_text, Body, Event};
 use crate::flow::FastMap;
 use alerts::{bps, rate, Episode};
 use limits::{estimate_hz, ChronoSample, LimitTracker};
@@ -383,10 +383,12 @@ impl Flow {
     }
 
     fn check_limits(&mut self, ts: u64, cfg: &WindowConfig, peer: &PeerView, out: &mut Vec<Alert>) {
-        let (fractions, covered) = self.limits.recent();
-        if covered < cfg.min_duration_ns.min(cfg.limit_window_ns) {
+        let Some(fractions) = self
+            .limits
+            .recent(cfg.min_duration_ns.min(cfg.limit_window_ns))
+        else {
             return;
-        }
+        };
         const KINDS: [AlertKind; 3] = [
             AlertKind::RwndLimited,
             AlertKind::CwndLimited,
@@ -612,8 +614,10 @@ impl WindowAnalyzer {
     /// socket's state is two array reads away instead of a hash lookup.
     /// Given for one of a socket's window events, it must be for all of
     /// them (the flow table numbers every event with its own cookie).
+    /// Inlined into the caller: most events are of other kinds, and skipping
+    /// them then costs two tests, not a call to the analysis.
+    #[inline]
     pub(crate) fn push_at(&mut self, ev: &Event, socket: Option<usize>) -> Alerts<'_> {
-        self.alerts.clear();
         let cookie = ev.hdr.sock_cookie;
         if cookie != 0
             && matches!(
@@ -622,11 +626,14 @@ impl WindowAnalyzer {
             )
         {
             self.analyze(ev, cookie, socket);
+            return Alerts::take(&mut self.alerts);
         }
-        Alerts::take(&mut self.alerts)
+        Alerts::none()
     }
 
+    #[inline(never)]
     fn analyze(&mut self, ev: &Event, cookie: u64, socket: Option<usize>) {
+        self.alerts.clear();
         if let Body::TcpRcv(r) = &ev.body {
             let sample = (ev.hdr.ts_ns, r.jiffies);
             self.jiffies = Some(
@@ -938,7 +945,7 @@ impl WindowAnalyzer {
             }
         }
         let (src, dst) = flow.ends.map_or((String::new(), String::new()), |(l, r)| {
-            (l.to_string(), r.to_string())
+            (addr_text(&l), addr_text(&r))
         });
         FlowWindowReport {
             sock_cookie: flow.cookie,
