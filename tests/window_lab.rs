@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
+use tenge_trace::analysis::window::kernel::Rule;
 use tenge_trace::analysis::window::{
     Alert, AlertKind, FlowWindowReport, WindowClass, WindowClassifier,
 };
@@ -169,6 +170,7 @@ fn mss_clamp_windows_match_the_wire() {
     let mut classifier = WindowClassifier::default();
     let mut counts: HashMap<WindowClass, u64> = HashMap::new();
     let mut right_edge = None;
+    let mut previous_rcv_wnd = None;
     for w in &run.receiver_windows {
         let twins = wire.get(&(w.seq, w.ack)).map_or(&[][..], Vec::as_slice);
         assert!(
@@ -189,7 +191,16 @@ fn mss_clamp_windows_match_the_wire() {
         assert_eq!(w.rcv_wscale, 0);
         match c.class {
             WindowClass::MssRounded => {
-                assert_eq!(w.window % w.rcv_mss, 0, "{c:?}");
+                // A multiple of rcv_mss, or the hysteresis of the rounding
+                // (__tcp_select_window() keeps a previous rcv_wnd within one
+                // MSS below the offerable space), which may be a residual
+                // and no multiple (CI saw 23944, what was left of a 26844
+                // offer after 2900 bytes, kept at a new edge).
+                if c.selection.rule == Rule::KeptPrevious {
+                    assert_eq!(Some(w.window), previous_rcv_wnd, "{c:?}");
+                } else {
+                    assert_eq!(w.window % w.rcv_mss, 0, "{c:?}");
+                }
                 assert_eq!(c.lost, c.free - u64::from(w.window), "{c:?}");
                 // Whatever the soft cap held back, the rounding itself loses under one MSS.
                 assert!(c.lost - c.above_ssthresh < u64::from(w.rcv_mss), "{c:?}");
@@ -202,6 +213,7 @@ fn mss_clamp_windows_match_the_wire() {
             _ => {}
         }
         right_edge = Some(edge);
+        previous_rcv_wnd = Some(w.rcv_wnd);
     }
     eprintln!("classes {counts:?}");
     let r = &run.receiver().window.receive;

@@ -71,6 +71,18 @@ impl Watch {
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
         child.wait_with_output().unwrap()
     }
+
+    /// Interrupts the watch, checks that it exited well and returns its stdout.
+    fn finish_ok(&mut self) -> String {
+        let output = self.finish();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
 }
 
 impl Drop for Watch {
@@ -100,13 +112,7 @@ fn watch_alerts_within_a_second_and_once_per_stall() {
     std::fs::remove_file(&path).unwrap();
     // The last ACKs reach the ring buffer well within this.
     std::thread::sleep(Duration::from_millis(300));
-    let output = watch.finish();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = watch.finish_ok();
 
     let lines: Vec<Value> = stdout
         .lines()
@@ -226,13 +232,7 @@ fn watch_retires_the_sockets_of_closed_connections() {
     short_connections(&lab, CONNECTIONS);
     // Closed sockets go once silent for a second, at the next look (a tick a second).
     std::thread::sleep(Duration::from_millis(2500));
-    let output = watch.finish();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = watch.finish_ok();
     let summary: Value = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
