@@ -22,9 +22,15 @@ use std::time::Duration;
 
 /// Direct I/O moves whole pages between page-aligned memory and the file.
 const PAGE: usize = 4096;
-/// Buffers waiting for the disk, at most: beyond this many the writer waits
-/// (as the page cache makes writers wait for writeback).
-const MAX_BUFFERS: usize = 128;
+/// Buffers waiting for the disk, at most (about 1.3 GB): beyond this many
+/// the reader of the ring waits, and the ring soon overflows. A busy disk
+/// stalls direct writes for seconds (with other jobs' disk load, 118 of a
+/// first cap of 128, under 2 s of a small-segment recording, were in use at
+/// once), where the page cache would have held gigabytes of dirty pages;
+/// this holds as much, in memory taken only while the disk is behind.
+const MAX_BUFFERS: usize = 1024;
+/// Buffers kept once the disk has caught up; the ones a stall added go back.
+const STEADY_BUFFERS: usize = 4;
 
 #[repr(C, align(4096))]
 struct Page([u8; PAGE]);
@@ -153,7 +159,13 @@ impl Output {
     /// a page) stays staged.
     pub fn write_pages(&mut self) -> io::Result<()> {
         let mut next = match self.written.try_recv() {
-            Ok(buffer) => buffer,
+            Ok(buffer) => {
+                // More written ones waiting: the disk caught up with a stall.
+                while self.buffers > STEADY_BUFFERS && self.written.try_recv().is_ok() {
+                    self.buffers -= 1;
+                }
+                buffer
+            }
             Err(_) if self.buffers < MAX_BUFFERS => {
                 self.buffers += 1;
                 Buffer::new(self.pages_per_buffer)
