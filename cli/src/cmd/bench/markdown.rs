@@ -469,18 +469,24 @@ collector (or a higher scheduling priority), and a larger ring (`--ring-mib 64`)
 scheduling gaps.";
 
 const WHY_REPLAY: &str = "Profiled with callgrind and its cache simulation \
-(instruction counts do not move with this shared VM's load): about 670 instructions and 8 L1 \
-misses per event, the flow table about 30% of the time (a miss on the cookie table, one on \
-the socket's counts), the address lookup of packets that carry no cookie next, the window \
-analysis about 25%, copying the file in the kernel about 10%. One socket number shared by the \
-flow table and both analyses, and decoding into one reused event, took it from 930 \
-instructions to 670. The window state already fits the last-level cache (0.2 misses per event \
-there); what costs is the dozen L1 lines a socket's window state touches per segment, and a \
-hot/cold split of it saved only 6% of the misses (tried, not kept). What would close it: \
-fewer things counted per socket on the hot path (the loss history and the recent-limits \
-slots updated on every window), and the flow table's two misses folded into one.";
+(instruction counts do not move with this shared VM's load, the rate does: a run on a busy \
+host reads far below one on a quiet one): about 530 instructions and 8 L1 misses per event. \
+Of those, the flow table and the dispatch to the analyses take about 150, the window \
+analysis 140, the path analysis's handlers 60, decoding and the reader 57, and the blocks' \
+crc32 55 (under valgrind, which hides AVX-512; natively crc32fast uses VPCLMULQDQ, several \
+times cheaper). One socket number shared by the flow table and both analyses, decoding into \
+one reused event, and the common case of each lookup inlined with the rest out of line took \
+it from 930 instructions to 670 and then 530. The window state already fits the last-level \
+cache (0.25 misses per event there); what costs is the dozen L1 lines a socket's window state \
+touches per segment, and a hot/cold split of it saved only 6% of the misses (tried, not \
+kept). What would close it: fewer cache lines per window event (the time-weighted sums \
+updated only when their bucket rotates, the loss history and the recent-limits slots off the \
+per-window path), and the flow table's two misses folded into one.";
 
 const WHY_MEMORY: &str = "Per socket the window analysis keeps about 1.4 KB and \
 the path analysis its stage histograms (for up to 4096 flows), and 10k connections are 20k \
-sockets. What would close it: per-flow sums and maxima only, with histograms kept for the \
-overall table, and per-socket state freed as each socket's report is built.";
+sockets, all open at once in this trace. `watch` (and `report` with `--flow-idle` or \
+`--flow-rows`) frees a socket's state once it closed or went idle, keeping its report rows, \
+so a long trace of short connections stays small; it does not help here, where every \
+connection is open to the end. What would close it: per-flow sums and maxima only, with \
+histograms kept for the overall table.";
