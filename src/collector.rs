@@ -8,7 +8,7 @@
 //! allocated per event. A [`Recording`] is what `record` does with each.
 
 use crate::abi::{tt_hdr, tt_kind};
-use crate::event::{record_len, Body, Event};
+use crate::event::{is_incoming_packet, record_len, Body, Event};
 use crate::flow::FastHasher;
 use crate::probe::Tracer;
 use crate::trace_file::{TraceError, TraceWriter};
@@ -212,17 +212,8 @@ struct SocketCount {
 impl SocketCount {
     #[inline]
     fn observe(&mut self, kind: u8, cookie: u64) {
-        // An incoming packet can carry its sender's cookie (veth keeps
-        // skb->sk across namespaces), which names no socket of its own.
-        let incoming = [
-            tt_kind::TT_KIND_RX_ENTRY,
-            tt_kind::TT_KIND_NETIF_RECEIVE,
-            tt_kind::TT_KIND_KFREE_SKB,
-        ]
-        .map(|k| k as u8)
-        .contains(&kind);
         let slot = &mut self.recent[cookie as usize % 16];
-        if cookie != 0 && cookie != *slot && !incoming {
+        if cookie != 0 && cookie != *slot && !is_incoming_packet(kind) {
             self.seen.insert(cookie);
             *slot = cookie;
         }

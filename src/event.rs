@@ -243,6 +243,20 @@ impl Event {
     }
 }
 
+/// Whether records of `kind` are packets on their way in. Their skb can
+/// still carry the sending socket (veth keeps skb->sk across namespaces), so
+/// their cookie says nothing of the socket that receives them.
+#[inline]
+pub fn is_incoming_packet(kind: u8) -> bool {
+    [
+        tt_kind::TT_KIND_RX_ENTRY,
+        tt_kind::TT_KIND_NETIF_RECEIVE,
+        tt_kind::TT_KIND_KFREE_SKB,
+    ]
+    .map(|k| k as u8)
+    .contains(&kind)
+}
+
 /// Bytes per sampling block: 1-in-N sampling keeps or drops whole blocks of
 /// a flow's sequence space.
 pub const SAMPLE_BLOCK: u32 = 1 << TT_SAMPLE_BLOCK_SHIFT;

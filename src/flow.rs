@@ -5,7 +5,7 @@
 //! mapped through the connection's addresses, turned around to the receiving
 //! socket's point of view, within the event's network namespace.
 
-use crate::event::{addr_text, v4_word, Body, Event, FlowKey};
+use crate::event::{addr_text, is_incoming_packet, v4_word, Body, Event, FlowKey};
 use serde::Serialize;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -300,13 +300,11 @@ impl FlowTable {
         }
     }
 
-    /// The cookie an event carries of its own socket. An incoming packet can
-    /// carry its sender's (veth keeps skb->sk across namespaces), which says
-    /// nothing of the socket that receives it.
+    /// The cookie an event carries of its own socket (not an incoming packet's).
     fn own_cookie(&self, ev: &Event) -> Option<u64> {
         match ev.hdr.sock_cookie {
             0 => None,
-            _ if ev.is_packet_event() && !is_outgoing(ev) => None,
+            _ if is_incoming_packet(ev.hdr.kind) => None,
             cookie => Some(cookie),
         }
     }
