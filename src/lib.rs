@@ -5,7 +5,8 @@
 //! [`collector`] (draining the ring buffer) → [`trace_file`] (recording) →
 //! [`flow`] (the flow table) → [`analysis`] (pure code over events) →
 //! [`export`] (JSON, tables, flamegraphs). [`lab`] builds namespaces and
-//! real transfers to trace.
+//! real transfers to trace; [`synth`] makes realistic event streams for
+//! benchmarks and tests without them.
 
 pub mod abi;
 pub mod analysis;
@@ -15,4 +16,5 @@ pub mod export;
 pub mod flow;
 pub mod lab;
 pub mod probe;
+pub mod synth;
 pub mod trace_file;

@@ -7,24 +7,18 @@
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance};
 use tenge_trace::collector::thread_cpu;
-use tenge_trace::event::{
-    abi_addr, tt_app_read, tt_copy_datagram, tt_data_ready, tt_hdr, tt_pkt, tt_sendmsg, tt_state,
-    tt_tcp_rcv, tt_window_adv, Body, Event,
-};
+use tenge_trace::synth::{Connection, Ending, Socket};
 use tenge_trace::trace_file::{TraceMeta, TraceReader, TraceSummary, TraceWriter};
 
 pub const FLOWS: u32 = 10_000;
 const REPLAYS: usize = 3;
-const MSS: u32 = 1448;
-const TCP_ESTABLISHED: u8 = 1;
-const TCP_SYN_SENT: u8 = 2;
 
 /// What the child measured, printed as JSON on its stdout.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -172,21 +166,20 @@ fn wait4(pid: libc::pid_t) -> Result<(std::process::ExitStatus, libc::rusage)> {
 }
 
 /// Writes `flows` connections, each `segments` data segments long, all of
-/// them interleaved (every flow lives from the first segment to the last).
-/// Per segment, the events a full trace has: the sender's sendmsg (every 4th)
-/// window_adv, dev_start_xmit, dev_xmit; the receiver's rx_entry,
-/// netif_receive, tcp_rcv, data_ready, copy_datagram, app_read (every 4th);
-/// and every 2nd segment an ACK with the same path back.
+/// them interleaved (every flow lives from the first segment to the last):
+/// per segment the events a full trace has (see [`tenge_trace::synth`]),
+/// with a sendmsg and an app_read every 4th segment and an ACK every 2nd.
 pub fn synthesize(path: &Path, flows: u32, segments: u32) -> Result<()> {
     let mut writer = TraceWriter::create(path, &TraceMeta::for_this_host())?;
-    for flow in 0..flows {
-        let f = SynthFlow::new(flow);
-        writer.write_event(&f.state(&f.sender, 0))?;
-        writer.write_event(&f.state(&f.receiver, 0))?;
+    let connections: Vec<Connection> = (0..flows).map(|i| replay_flow(i, segments)).collect();
+    for flow in &connections {
+        for ev in flow.established() {
+            writer.write_event(&ev)?;
+        }
     }
     for seg in 0..segments {
-        for flow in 0..flows {
-            for ev in SynthFlow::new(flow).segment(seg) {
+        for flow in &connections {
+            for ev in flow.segment(seg) {
                 writer.write_event(&ev)?;
             }
         }
@@ -198,233 +191,37 @@ pub fn synthesize(path: &Path, flows: u32, segments: u32) -> Result<()> {
     Ok(())
 }
 
-/// One socket of a synthesized connection.
-struct End {
-    cookie: u64,
-    ip: Ipv4Addr,
-    port: u16,
-}
-
-struct SynthFlow {
-    index: u32,
-    sender: End,
-    receiver: End,
-}
-
-impl SynthFlow {
-    fn new(index: u32) -> SynthFlow {
-        let [_, _, hi, lo] = index.to_be_bytes();
-        SynthFlow {
-            index,
-            sender: End {
-                cookie: u64::from(index) * 2 + 1,
-                ip: Ipv4Addr::new(10, 1, hi, lo),
-                port: 40_000 + (index % 20_000) as u16,
-            },
-            receiver: End {
-                cookie: u64::from(index) * 2 + 2,
-                ip: Ipv4Addr::new(10, 2, hi, lo),
-                port: 5201,
-            },
-        }
-    }
-
-    /// A header from `from` to `to`; `cookie` 0 where the kernel has none yet.
-    fn hdr(&self, from: &End, to: &End, cookie: u64, ts_ns: u64) -> tt_hdr {
-        let (family, saddr) = abi_addr(from.ip.into());
-        let (_, daddr) = abi_addr(to.ip.into());
-        tt_hdr {
-            ts_ns,
-            sock_cookie: cookie,
-            skb: 0xffff_8880_0000_0000 | u64::from(self.index) << 12,
-            saddr,
-            daddr,
-            sport: from.port,
-            dport: to.port,
-            family,
-            cpu: self.index % 2,
-            netns: 4026531840,
-            ..tt_hdr::default()
-        }
-    }
-
-    fn state(&self, end: &End, ts_ns: u64) -> Event {
-        let peer = if end.cookie == self.sender.cookie {
-            &self.receiver
-        } else {
-            &self.sender
-        };
-        Event::new(
-            self.hdr(end, peer, end.cookie, ts_ns),
-            Body::State(tt_state {
-                oldstate: TCP_SYN_SENT,
-                newstate: TCP_ESTABLISHED,
-                advmss: MSS as u16,
-                mss_cache: MSS,
-            }),
-        )
-    }
-
-    fn segment(&self, seg: u32) -> Vec<Event> {
-        let (s, r) = (&self.sender, &self.receiver);
-        let t0 = u64::from(seg) * 1_000_000 + u64::from(self.index) * 50;
-        let seq = 1_000 + seg * MSS;
-        let rcv_nxt = seq + MSS;
-        let pkt = |seq, ack, len| tt_pkt {
-            seq,
-            ack,
-            len,
-            skb_len: len + 52,
-            gso_segs: 1,
-            gso_size: MSS as u16,
-            win_raw: 1024,
-            tcp_flags: 0x10,
-            ifindex: 2,
-            ..tt_pkt::default()
-        };
-        let window = |seq, ack, len| tt_window_adv {
-            seq,
-            ack,
-            len,
-            window: 1024 << 7,
-            win_raw: 1024,
-            tcp_flags: 0x10,
-            rcv_wscale: 7,
-            gso_segs: 1,
-            gso_size: MSS as u16,
-            sk_rcvbuf: 131_072,
-            window_clamp: 65_535 << 7,
-            rcv_ssthresh: 64_000,
-            rcv_mss: MSS,
-            rcv_wnd: 131_072,
-            advmss: MSS as u16,
-            scaling_ratio: 128,
-            snd_wnd: 131_072,
-            snd_cwnd: 10,
-            mss_cache: MSS,
-            ..tt_window_adv::default()
-        };
-        let data = pkt(seq, 1, MSS);
-        let mut evs = Vec::with_capacity(16);
-        let mut at = |from: &End, to: &End, cookie: u64, dt: u64, body: Body| {
-            evs.push(Event::new(self.hdr(from, to, cookie, t0 + dt), body));
-        };
-        if seg.is_multiple_of(4) {
-            at(
-                s,
-                r,
-                s.cookie,
-                0,
-                Body::Sendmsg(tt_sendmsg {
-                    write_seq: seq,
-                    msg_left: 4 * MSS,
-                    size_goal: MSS,
-                    snd_una: seq,
-                    snd_nxt: seq,
-                    sk_sndbuf: 1 << 20,
-                    ..tt_sendmsg::default()
-                }),
-            );
-        }
-        at(s, r, s.cookie, 1_000, Body::WindowAdv(window(seq, 1, MSS)));
-        at(s, r, s.cookie, 2_000, Body::DevStartXmit(data));
-        at(s, r, s.cookie, 2_500, Body::DevXmit(data));
-        at(s, r, 0, 10_000, Body::RxEntry(data));
-        at(s, r, 0, 12_000, Body::NetifReceive(data));
-        at(
-            r,
-            s,
-            r.cookie,
-            14_000,
-            Body::TcpRcv(tt_tcp_rcv {
-                seq,
-                end_seq: rcv_nxt,
-                ack: 1,
-                len: MSS,
-                win_raw: 1024,
-                tcp_flags: 0x10,
-                snd_wscale: 7,
-                rcv_nxt: seq,
-                rcv_mss: MSS,
-                mss_cache: MSS,
-                ..tt_tcp_rcv::default()
-            }),
-        );
-        let rcvbuf = 131_072;
-        at(
-            r,
-            s,
-            r.cookie,
-            15_000,
-            Body::DataReady(tt_data_ready {
-                rcv_nxt,
-                copied_seq: seq,
-                sk_rmem_alloc: MSS,
-                sk_rcvbuf: rcvbuf,
-            }),
-        );
-        at(
-            r,
-            s,
-            r.cookie,
-            20_000,
-            Body::CopyDatagram(tt_copy_datagram {
-                seq,
-                end_seq: rcv_nxt,
-                len: MSS,
-                ..tt_copy_datagram::default()
-            }),
-        );
-        if seg % 4 == 3 {
-            at(
-                r,
-                s,
-                r.cookie,
-                21_000,
-                Body::AppRead(tt_app_read {
-                    ret: (4 * MSS) as i32,
-                    copied_seq: rcv_nxt,
-                    rcv_nxt,
-                    sk_rcvbuf: rcvbuf,
-                    rcv_wnd: rcvbuf,
-                    ..tt_app_read::default()
-                }),
-            );
-        }
-        if seg % 2 == 1 {
-            let ack = pkt(1, rcv_nxt, 0);
-            at(
-                r,
-                s,
-                r.cookie,
-                22_000,
-                Body::WindowAdv(window(1, rcv_nxt, 0)),
-            );
-            at(r, s, r.cookie, 23_000, Body::DevStartXmit(ack));
-            at(r, s, r.cookie, 23_500, Body::DevXmit(ack));
-            at(r, s, 0, 30_000, Body::RxEntry(ack));
-            at(r, s, 0, 31_000, Body::NetifReceive(ack));
-            at(
-                s,
-                r,
-                s.cookie,
-                32_000,
-                Body::TcpRcv(tt_tcp_rcv {
-                    seq: 1,
-                    end_seq: 1,
-                    ack: rcv_nxt,
-                    win_raw: 1024,
-                    tcp_flags: 0x10,
-                    snd_una: seq,
-                    snd_nxt: rcv_nxt,
-                    snd_wnd: rcvbuf,
-                    snd_cwnd: 10,
-                    mss_cache: MSS,
-                    ..tt_tcp_rcv::default()
-                }),
-            );
-        }
-        evs
+/// Flow `index` of the replay file: ends numbered from 10.1.0.0 and 10.2.0.0,
+/// established at 0, one segment a millisecond, flows 50 ns apart.
+fn replay_flow(index: u32, segments: u32) -> Connection {
+    let [_, _, hi, lo] = index.to_be_bytes();
+    Connection {
+        index,
+        sender: Socket {
+            addr: SocketAddrV4::new(
+                Ipv4Addr::new(10, 1, hi, lo),
+                40_000 + (index % 20_000) as u16,
+            ),
+            cookie: u64::from(index) * 2 + 1,
+        },
+        receiver: Socket {
+            addr: SocketAddrV4::new(Ipv4Addr::new(10, 2, hi, lo), 5201),
+            cookie: u64::from(index) * 2 + 2,
+        },
+        cpu: index % 2,
+        mss: 1448,
+        first_seq: 1_000,
+        segments,
+        established_ns: 0,
+        first_segment_ns: u64::from(index) * 50,
+        segment_every_ns: 1_000_000,
+        send_every: 4,
+        read_every: 4,
+        ack_every: 2,
+        win_raw: 1024,
+        unsent_segments: None,
+        unread_last: false,
+        ending: Ending::Open,
     }
 }
 
