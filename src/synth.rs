@@ -67,7 +67,8 @@ pub struct Connection {
     pub first_segment_ns: u64,
     pub segment_every_ns: u64,
     /// A sendmsg of this many segments starts every this many segments (1:
-    /// every segment; the same for the two below).
+    /// every segment; the same for the two below). At least 1: like
+    /// `slice::chunks(0)`, 0 panics.
     pub send_every: u32,
     /// An app_read of this many segments ends every this many segments.
     pub read_every: u32,
