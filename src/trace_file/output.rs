@@ -261,3 +261,45 @@ fn set_direct(file: &File, on: bool) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::time::Instant;
+
+    /// A disk that stalls (a pipe nobody reads) makes the output take new
+    /// buffers; once it caught up, the ones the stall added go back.
+    #[test]
+    fn buffers_a_stall_added_go_back_once_the_disk_caught_up() {
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let file = File::from(std::os::fd::OwnedFd::from(writer));
+        let mut out = Output::new(file, PAGE).unwrap();
+        let page = [7u8; PAGE];
+        let stalled = 40;
+        for _ in 0..stalled {
+            out.push_all(&page).unwrap();
+            out.write_pages().unwrap();
+        }
+        // The pipe holds 16 pages; the disk thread waits on the 17th.
+        assert!(out.buffers > stalled - 20, "{} buffers", out.buffers);
+        let drained = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            reader.read_to_end(&mut all).map(|_| all)
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut written = stalled;
+        while out.buffers != STEADY_BUFFERS && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            out.push_all(&page).unwrap();
+            out.write_pages().unwrap();
+            written += 1;
+        }
+        assert_eq!(out.buffers, STEADY_BUFFERS);
+        out.finish(&[], false).unwrap();
+        drop(out);
+        let all = drained.join().unwrap().unwrap();
+        assert_eq!(all.len(), written * PAGE);
+        assert!(all.iter().all(|&b| b == 7));
+    }
+}
