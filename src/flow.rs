@@ -120,6 +120,21 @@ impl<V> KeyMap<V> {
     }
 }
 
+/// Puts `value` in a slot retirement freed, or at the end; returns its
+/// index. The flow table and both analyses keep their per-socket state so.
+pub(crate) fn place<T>(slots: &mut Vec<T>, free: &mut Vec<usize>, value: T) -> usize {
+    match free.pop() {
+        Some(i) => {
+            slots[i] = value;
+            i
+        }
+        None => {
+            slots.push(value);
+            slots.len() - 1
+        }
+    }
+}
+
 /// What the table knows of one socket. In C order, on a line of its own:
 /// every event of the socket updates the counts, which then share one line.
 #[derive(Clone, Debug, Serialize)]
@@ -242,18 +257,8 @@ impl FlowTable {
         let i = match self.by_cookie.entry(cookie) {
             Entry::Occupied(i) => *i.get(),
             Entry::Vacant(slot) => {
-                let flow = new_flow(cookie, ev);
-                let i = match self.free.pop() {
-                    Some(i) => {
-                        self.flows[i] = flow;
-                        i
-                    }
-                    None => {
-                        self.flows.push(flow);
-                        self.named.push(false);
-                        self.flows.len() - 1
-                    }
-                };
+                let i = place(&mut self.flows, &mut self.free, new_flow(cookie, ev));
+                self.named.resize(self.flows.len(), false);
                 *slot.insert(i)
             }
         };

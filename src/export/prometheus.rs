@@ -11,9 +11,10 @@
 //! and the other open sockets are summed into one series whose labels are all
 //! `"other"`. Closed sockets (last state seen `TCP_CLOSE`) leave the per-flow
 //! series, which then go stale as Prometheus expects of finished things; the
-//! global series keep counting them, after `watch` retired them too. A socket that moves between the top and
-//! `other` makes the `other` counters step, which Prometheus reads as a
-//! counter reset; the global series have no such step.
+//! global series keep counting them, after `watch` retired them too. A
+//! socket that moves between the top and `other` makes the `other` counters
+//! step, which Prometheus reads as a counter reset; the global series have no
+//! such step.
 //!
 //! Every name starts with `tenge_trace_`:
 //!

@@ -32,7 +32,7 @@ mod tx;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};
-use crate::flow::{EventKey, KeyMap};
+use crate::flow::{place, EventKey, KeyMap};
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
@@ -511,16 +511,7 @@ impl PathAnalyzer {
         }
         let flow = Flow::new(key, self.created, breakdown);
         self.created += 1;
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.flows[i] = flow;
-                i
-            }
-            None => {
-                self.flows.push(flow);
-                self.flows.len() - 1
-            }
-        };
+        let i = place(&mut self.flows, &mut self.free, flow);
         self.index.insert(key, i);
         i
     }

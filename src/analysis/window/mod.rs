@@ -32,7 +32,7 @@ pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
 use crate::event::{addr_text, Body, Event};
-use crate::flow::FastMap;
+use crate::flow::{place, FastMap};
 use alerts::{bps, rate, Episode};
 use limits::{estimate_hz, ChronoSample, LimitTracker};
 use receiver::ReceiverSide;
@@ -650,17 +650,8 @@ impl WindowAnalyzer {
             None => {
                 let mut flow = Flow::new(cookie, ev.hdr.ts_ns, self.cfg.limit_window_ns);
                 flow.socket = socket.map_or(NO_FLOW, |s| s as u32);
-                let i = match self.free.pop() {
-                    Some(i) => {
-                        self.flows[i] = flow;
-                        i
-                    }
-                    None => {
-                        self.flows.push(flow);
-                        self.views.push(PeerView::default());
-                        self.flows.len() - 1
-                    }
-                };
+                let i = place(&mut self.flows, &mut self.free, flow);
+                self.views.resize(self.flows.len(), PeerView::default());
                 match socket {
                     Some(s) => {
                         if self.by_socket.len() <= s {
