@@ -53,6 +53,15 @@ pub enum DecodeError {
 }
 
 /// TCP header flags as they appear in `tcp_flags`.
+/// Socket states of include/net/tcp_states.h (`inet_sock_set_state`'s `newstate`).
+pub mod tcp_state {
+    pub const ESTABLISHED: u8 = 1;
+    pub const SYN_SENT: u8 = 2;
+    pub const FIN_WAIT2: u8 = 5;
+    pub const CLOSE: u8 = 7;
+    pub const LAST_ACK: u8 = 9;
+}
+
 pub mod tcp_flags {
     pub const FIN: u8 = 0x01;
     pub const SYN: u8 = 0x02;

@@ -157,6 +157,13 @@ pub struct FlowInfo {
     pub state: u8,
 }
 
+impl FlowInfo {
+    /// Whether the socket's last state seen is `TCP_CLOSE`.
+    pub fn is_closed(&self) -> bool {
+        self.state == crate::event::tcp_state::CLOSE
+    }
+}
+
 #[derive(Default)]
 pub struct FlowTable {
     /// Sockets in the order first seen.

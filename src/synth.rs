@@ -9,17 +9,11 @@
 //! back, ending in the sender's tcp_rcv.
 
 use crate::event::{
-    abi_addr, tcp_flags, tt_app_read, tt_copy_datagram, tt_data_ready, tt_hdr, tt_pkt, tt_sendmsg,
-    tt_state, tt_tcp_rcv, tt_window_adv, Body, Event,
+    abi_addr, tcp_flags, tcp_state, tt_app_read, tt_copy_datagram, tt_data_ready, tt_hdr, tt_pkt,
+    tt_sendmsg, tt_state, tt_tcp_rcv, tt_window_adv, Body, Event,
 };
 use std::net::SocketAddrV4;
 
-/// `TCP_*` of include/net/tcp_states.h.
-const TCP_ESTABLISHED: u8 = 1;
-const TCP_SYN_SENT: u8 = 2;
-const TCP_FIN_WAIT2: u8 = 5;
-const TCP_CLOSE: u8 = 7;
-const TCP_LAST_ACK: u8 = 9;
 /// The receiver's window scale: its window_adv events scale `win_raw` by it.
 const RCV_WSCALE: u8 = 7;
 const RCVBUF: u32 = 131_072;
@@ -105,8 +99,8 @@ impl Connection {
         let (s, r) = (&self.sender, &self.receiver);
         let at = self.established_ns;
         [
-            self.state(s, r, at, TCP_SYN_SENT, TCP_ESTABLISHED),
-            self.state(r, s, at, TCP_SYN_SENT, TCP_ESTABLISHED),
+            self.state(s, r, at, tcp_state::SYN_SENT, tcp_state::ESTABLISHED),
+            self.state(r, s, at, tcp_state::SYN_SENT, tcp_state::ESTABLISHED),
         ]
     }
 
@@ -263,13 +257,13 @@ impl Connection {
         let (s, r) = (&self.sender, &self.receiver);
         let closed = self.first_segment_ns + u64::from(self.segments) * self.segment_every_ns;
         // The active closer leaves FIN_WAIT2, the passive one LAST_ACK.
-        let sender_closes = || self.state(s, r, closed, TCP_FIN_WAIT2, TCP_CLOSE);
+        let sender_closes = || self.state(s, r, closed, tcp_state::FIN_WAIT2, tcp_state::CLOSE);
         match self.ending {
             Ending::Open => Vec::new(),
             Ending::SenderCloses => vec![sender_closes()],
             Ending::BothClose => vec![
                 sender_closes(),
-                self.state(r, s, closed + 50_000, TCP_LAST_ACK, TCP_CLOSE),
+                self.state(r, s, closed + 50_000, tcp_state::LAST_ACK, tcp_state::CLOSE),
                 // The sender's owner reads on to the end after the close, as an
                 // active closer does: a read returning 0.
                 self.event(

@@ -39,7 +39,7 @@ impl RetireConfig {
         let closed_cutoff = now_ns.saturating_sub(self.closed_linger_ns);
         let idle_cutoff = self.idle_ns.map(|idle| now_ns.saturating_sub(idle));
         move |s: &FlowInfo| {
-            (s.state == TCP_CLOSE && s.last_ns < closed_cutoff)
+            (s.is_closed() && s.last_ns < closed_cutoff)
                 || idle_cutoff.is_some_and(|cutoff| s.last_ns < cutoff)
         }
     }
@@ -54,9 +54,6 @@ impl RetireConfig {
             .clamp(1_000_000, 1_000_000_000)
     }
 }
-
-/// `TCP_CLOSE` of include/net/tcp_states.h.
-const TCP_CLOSE: u8 = 7;
 
 impl Default for RetireConfig {
     fn default() -> Self {

@@ -85,9 +85,6 @@ pub const LATENCY_BOUNDS_NS: [u64; 19] = [
     1_000_000_000,
 ];
 
-/// `TCP_CLOSE` of include/net/tcp_states.h.
-const TCP_CLOSE: u8 = 7;
-
 /// The OpenMetrics text format's media type.
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -218,7 +215,7 @@ impl Snapshot {
                 windows.get(&flow.sock_cookie),
             );
             snapshot.total.add(&figures);
-            if flow.state == TCP_CLOSE {
+            if flow.is_closed() {
                 continue;
             }
             open += 1;
@@ -699,7 +696,7 @@ mod tests {
         let mut close = segment(11, 40011, 200, 0);
         close.body = Body::State(tt_state {
             oldstate: 4,
-            newstate: TCP_CLOSE,
+            newstate: crate::event::tcp_state::CLOSE,
             ..Default::default()
         });
         analysis.push(&close);
