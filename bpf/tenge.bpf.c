@@ -6,7 +6,7 @@
  * function the tracepoint sits in). The loader (src/probe) tries them in
  * that order and keeps the first that loads and attaches.
  */
-#include "tenge_common.bpf.h"
+#include "tenge_ring.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 

@@ -286,4 +286,57 @@ TT_EVENT(cpu_sample);
 /* Index of the per-CPU lost-event counters (map tt_lost): one per kind. */
 #define TT_LOST_SLOTS TT_KIND_MAX
 
+/*
+ * In-kernel aggregation (bpf/stages.bpf.c, `tenge-trace stages`): the values
+ * of its per-CPU array maps, which user space reads and sums; no records.
+ * Not part of trace files, so TT_ABI_VERSION does not cover them.
+ *
+ * Stages are the hops of one skb, named as the path analysis names them
+ * (src/analysis/paths): the time from one hook to the next for the same skb.
+ */
+enum tt_stage {
+	TT_STAGE_QDISC = 0,  /* net_dev_queue -> net_dev_start_xmit */
+	TT_STAGE_DRIVER = 1, /* net_dev_start_xmit -> net_dev_xmit */
+	TT_STAGE_NAPI = 2,   /* driver entry (rx_entry) -> netif_receive_skb */
+	TT_STAGE_IP_TCP = 3, /* netif_receive_skb -> tcp_probe (socket backlog included) */
+	TT_STAGE_MAX = 4,
+};
+
+/* The hooks, each with a packet and byte counter (map tt_hook_counts). */
+enum tt_stage_hook {
+	TT_HOOK_DEV_QUEUE = 0,	    /* net:net_dev_queue */
+	TT_HOOK_DEV_START_XMIT = 1, /* net:net_dev_start_xmit */
+	TT_HOOK_DEV_XMIT = 2,	    /* net:net_dev_xmit (the packets start_xmit kept) */
+	TT_HOOK_RX_ENTRY = 3, /* napi_gro_receive_entry, netif_receive_skb_entry, netif_rx_entry */
+	TT_HOOK_NETIF_RECEIVE = 4, /* net:netif_receive_skb */
+	TT_HOOK_TCP_RCV = 5,	   /* tcp:tcp_probe */
+	TT_HOOK_MAX = 6,
+};
+
+/*
+ * Log-linear latency buckets: 2^TT_HIST_SUB_BITS sub-buckets per power of
+ * two of nanoseconds. Bucket b < 2^TT_HIST_SUB_BITS holds exactly b ns;
+ * above, with g = b >> TT_HIST_SUB_BITS and s = b & (2^TT_HIST_SUB_BITS - 1),
+ * it holds [(2^TT_HIST_SUB_BITS + s) << (g - 1), that + (1 << (g - 1))), a
+ * width of at most a quarter of its lower end. The last bucket also holds
+ * everything longer (2^41 ns, 37 minutes, and up).
+ */
+#define TT_HIST_SUB_BITS 2
+#define TT_HIST_BUCKETS	 160
+
+/* One stage, per CPU (map tt_stage_stats, index enum tt_stage). */
+struct tt_stage_stats {
+	__u64 count; /* samples: the skb was seen at both hooks */
+	__u64 sum_ns;
+	__u64 max_ns;
+	__u64 unmatched; /* kept at the later hook, not seen (or not kept) at the earlier */
+	__u64 buckets[TT_HIST_BUCKETS];
+};
+
+/* One hook, per CPU (map tt_hook_counts, index enum tt_stage_hook). */
+struct tt_hook_counts {
+	__u64 packets; /* skbs kept by the filters */
+	__u64 bytes;   /* their skb->len at this hook */
+};
+
 #endif /* TENGE_ABI_H */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * Shared by every tracing program of tenge.bpf.c: the filters and sampling
- * (set from Rust through .rodata), the ring buffer and its lost counters,
- * socket and packet readers, and the emit helpers.
+ * Shared by the tracing programs of tenge.bpf.c and stages.bpf.c: the
+ * filters and sampling (set from Rust through .rodata), and the socket and
+ * packet readers. The ring buffer and the emit helpers are in
+ * tenge_ring.bpf.h.
  *
  * Readers take `btf`: true in tp_btf/fentry programs, whose pointers are
  * BTF-typed, so `sk->field` is a plain load the verifier checks against BTF
@@ -56,24 +57,6 @@ const volatile __u64 filter_addr[2] = {}; /* 16 address bytes, as in tt_hdr */
 const volatile __u8 filter_addr_set = 0;
 const volatile __u32 filter_netns = 0;
 const volatile __u32 sample_every = 0; /* <= 1: every event */
-/*
- * Wake the reader once a CPU has queued this much since its last wakeup: a
- * quarter of the ring shared among the CPUs (set from Rust).
- */
-const volatile __u64 wakeup_bytes = 2 << 20;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20); /* overridden from Rust */
-} events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, TT_LOST_SLOTS);
-	__type(key, __u32);
-	__type(value, __u64);
-} tt_lost SEC(".maps");
-
 /* ---- filtering and sampling ---------------------------------------------- */
 
 /* Checked in this order, each as soon as its fields are read. */
@@ -159,60 +142,6 @@ static __always_inline bool sampled_segment(__u32 seq, __u32 len, __u32 ack, __u
 		return sampled_range(ack - 1, ack);
 	return sampled_range(seq, seq + 1);
 }
-
-/* ---- ring buffer --------------------------------------------------------- */
-
-static __always_inline void *reserve(__u64 size, __u32 kind)
-{
-	void *rec = bpf_ringbuf_reserve(&events, size, 0);
-
-	if (!rec) {
-		__u64 *lost = bpf_map_lookup_elem(&tt_lost, &kind);
-
-		if (lost)
-			*lost += 1;
-	}
-	return rec;
-}
-
-/* Bytes this CPU queued since it last woke the reader. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} tt_unwoken SEC(".maps");
-
-/*
- * The reader polls every few ms; wake it only when the ring fills up. A
- * per-CPU byte count (an inlined map lookup) instead of asking the ring how
- * full it is (bpf_ringbuf_query, a helper call on every event).
- */
-static __always_inline void submit(void *rec, __u64 size)
-{
-	__u32 zero = 0;
-	__u64 *unwoken = bpf_map_lookup_elem(&tt_unwoken, &zero);
-	__u64 flags = BPF_RB_NO_WAKEUP;
-
-	if (unwoken) {
-		*unwoken += size;
-		if (*unwoken >= wakeup_bytes) {
-			*unwoken = 0;
-			flags = BPF_RB_FORCE_WAKEUP;
-		}
-	}
-	bpf_ringbuf_submit(rec, flags);
-}
-
-/* Reserves a `struct tt_ev_<body>` record, fills its header, or returns 0. */
-#define EMIT_BEGIN(ev, body, h, k)                                                                 \
-	struct tt_ev_##body *ev = reserve(sizeof(*ev), (k));                                       \
-	if (!ev)                                                                                   \
-		return 0;                                                                          \
-	ev->hdr = *(h);                                                                            \
-	ev->hdr.kind = (k);                                                                        \
-	ev->hdr.ts_ns = bpf_ktime_get_ns();                                                        \
-	ev->hdr.cpu = bpf_get_smp_processor_id()
 
 /* ---- sockets ------------------------------------------------------------- */
 

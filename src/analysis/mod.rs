@@ -2,6 +2,7 @@
 //! one stream, live (`watch`, `lab`) or on a recording (`report`).
 pub mod paths;
 mod retired;
+pub mod stages;
 #[cfg(test)]
 mod tests;
 pub mod window;

@@ -4,11 +4,14 @@
 //! `.rodata`, attaches every probe on the best hook the kernel allows (see
 //! [`plan`]) and hands out the ring buffer; dropping the [`Tracer`] detaches
 //! everything. [`check`] reports what this kernel supports without tracing.
+//! [`StageTracer`] loads `bpf/stages.bpf.c` instead: stage latencies
+//! aggregated in the kernel, no ring buffer.
 
 mod check;
 mod hits;
 mod plan;
 mod ring;
+mod stages;
 mod stats;
 mod tracefs;
 
@@ -16,6 +19,7 @@ pub use check::{check, Capabilities, CheckReport, HookCheck};
 pub use hits::{HitCounter, HookHits};
 pub use plan::{Backend, PlannedProbe, ProbePlan};
 pub use ring::Ring;
+pub use stages::StageTracer;
 pub use stats::{system_program_stats, BpfStatsEnabled, ProgramStats, ReferencePrograms};
 pub use tracefs::{ensure as mount_tracefs, TracefsMount};
 
@@ -98,22 +102,14 @@ impl Tracer {
         if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
             bail!("ring buffer size {ring_bytes} must be a power of two of at least 4096 bytes");
         }
-        let filters = &options.filters;
-        let port = filters.port.unwrap_or(0);
-        let (addr_set, addr) = filters
-            .addr
-            .map_or((0u8, [0u8; 16]), |ip| (1, crate::event::abi_addr(ip).1));
-        let netns = filters.netns.unwrap_or(0);
+        let filters = FilterGlobals::of(&options.filters);
         // Each CPU wakes the reader once it queued its share of a quarter ring.
         let cpus = aya::util::online_cpus().map_or(1, |cpus| cpus.len().max(1)) as u64;
         let wakeup_bytes = (u64::from(ring_bytes / 4) / cpus).max(1);
-        let mut ebpf = EbpfLoader::new()
-            .btf(Some(&btf))
-            .override_global("filter_port", &port, true)
-            .override_global("filter_addr", &addr, true)
-            .override_global("filter_addr_set", &addr_set, true)
-            .override_global("filter_netns", &netns, true)
-            .override_global("sample_every", &filters.sample_every, true)
+        let mut loader = EbpfLoader::new();
+        filters.apply(loader.btf(Some(&btf)));
+        let mut ebpf = loader
+            .override_global("sample_every", &options.filters.sample_every, true)
             .override_global("wakeup_bytes", &wakeup_bytes, true)
             .map_max_entries("events", ring_bytes)
             .verifier_log_level(VerifierLogLevel::DISABLE)
@@ -128,20 +124,7 @@ impl Tracer {
             let _tracefs = tracefs::ensure();
             plan::attach_all(&mut ebpf, &btf, &options.backends)
         };
-        if plan.attached().next().is_none() {
-            let mut errors: Vec<String> = plan
-                .probes
-                .iter()
-                .flat_map(|p| &p.tried)
-                .map(|(b, e)| format!("{b:?}: {e}"))
-                .collect();
-            errors.sort();
-            errors.dedup();
-            bail!(
-                "BPF unavailable: no probe could be attached ({})",
-                errors.join("; ")
-            );
-        }
+        plan::require_attached(&plan)?;
         if let Some(hz) = options.cpu_profile_hz {
             attach_cpu_profile(&mut ebpf, hz)?;
         }
@@ -236,6 +219,37 @@ fn attach_cpu_profile(ebpf: &mut Ebpf, hz: u64) -> anyhow::Result<()> {
             .with_context(|| format!("attaching cpu-clock sampling on CPU {cpu}"))?;
     }
     Ok(())
+}
+
+/// The filters as the `.rodata` globals of tenge_common.bpf.h, which every
+/// object that includes it has (sampling aside).
+struct FilterGlobals {
+    port: u16,
+    addr_set: u8,
+    addr: [u8; 16],
+    netns: u32,
+}
+
+impl FilterGlobals {
+    fn of(filters: &Filters) -> FilterGlobals {
+        let (addr_set, addr) = filters
+            .addr
+            .map_or((0, [0; 16]), |ip| (1, crate::event::abi_addr(ip).1));
+        FilterGlobals {
+            port: filters.port.unwrap_or(0),
+            addr_set,
+            addr,
+            netns: filters.netns.unwrap_or(0),
+        }
+    }
+
+    fn apply<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
+        loader
+            .override_global("filter_port", &self.port, true)
+            .override_global("filter_addr", &self.addr, true)
+            .override_global("filter_addr_set", &self.addr_set, true)
+            .override_global("filter_netns", &self.netns, true);
+    }
 }
 
 fn kernel_btf() -> anyhow::Result<Btf> {

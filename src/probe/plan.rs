@@ -73,8 +73,8 @@ impl ProbePlan {
     }
 }
 
-/// One logical probe of tenge.bpf.c.
-struct ProbeSpec {
+/// One logical probe of a BPF object (tenge.bpf.c, stages.bpf.c).
+pub(crate) struct ProbeSpec {
     /// Program name prefix in the C file.
     prefix: &'static str,
     kind: &'static str,
@@ -84,7 +84,7 @@ struct ProbeSpec {
     function: Option<&'static str>,
 }
 
-const fn spec(
+pub(crate) const fn spec(
     prefix: &'static str,
     kind: &'static str,
     category: &'static str,
@@ -168,14 +168,44 @@ const PROBES: &[ProbeSpec] = &[
     spec("kfree_skb", "kfree_skb", "skb", "kfree_skb", None),
 ];
 
-/// Attaches every probe on the first of `ladder` that works. With an empty
-/// plan (nothing attached) the caller fails; the plan says why per probe.
+/// Attaches every probe of tenge.bpf.c on the first of `ladder` that works.
+/// With an empty plan (nothing attached) the caller fails; the plan says why
+/// per probe.
 pub(crate) fn attach_all(ebpf: &mut Ebpf, btf: &Btf, ladder: &[Backend]) -> ProbePlan {
-    let probes = PROBES
+    attach_specs(ebpf, btf, PROBES, ladder)
+}
+
+/// [`attach_all`] for the probes `specs` of any object.
+pub(crate) fn attach_specs(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    specs: &[ProbeSpec],
+    ladder: &[Backend],
+) -> ProbePlan {
+    let probes = specs
         .iter()
         .map(|spec| attach_probe(ebpf, btf, spec, ladder))
         .collect();
     ProbePlan { probes }
+}
+
+/// Fails, with every distinct reason, when nothing of `plan` attached.
+pub(crate) fn require_attached(plan: &ProbePlan) -> anyhow::Result<()> {
+    if plan.attached().next().is_some() {
+        return Ok(());
+    }
+    let mut errors: Vec<String> = plan
+        .probes
+        .iter()
+        .flat_map(|p| &p.tried)
+        .map(|(b, e)| format!("{b:?}: {e}"))
+        .collect();
+    errors.sort();
+    errors.dedup();
+    anyhow::bail!(
+        "BPF unavailable: no probe could be attached ({})",
+        errors.join("; ")
+    )
 }
 
 fn attach_probe(ebpf: &mut Ebpf, btf: &Btf, spec: &ProbeSpec, ladder: &[Backend]) -> PlannedProbe {

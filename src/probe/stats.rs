@@ -8,7 +8,7 @@
 //! [`ReferencePrograms::floor`] measures what any ring-buffer tracer pays per
 //! event here before it reads anything: the clock, and a record emitted.
 
-use super::{kernel_btf, Ring, Tracer};
+use super::{kernel_btf, ProbePlan, Ring, Tracer};
 use anyhow::Context;
 use aya::maps::PerCpuArray;
 use aya::programs::BtfTracePoint;
@@ -70,17 +70,23 @@ impl Tracer {
     /// Run time and runs of every attached probe so far (all zero unless
     /// bpf_stats was enabled while they ran).
     pub fn program_stats(&self) -> anyhow::Result<Vec<ProgramStats>> {
-        self.plan
-            .attached()
-            .map(|probe| {
-                let program = self
-                    .ebpf
-                    .program(&probe.program)
-                    .with_context(|| format!("no program {}", probe.program))?;
-                ProgramStats::of(&probe.hook, &probe.program, program)
-            })
-            .collect()
+        attached_program_stats(&self.ebpf, &self.plan)
     }
+}
+
+/// Run time and runs of every program of `plan` attached in `ebpf`.
+pub(crate) fn attached_program_stats(
+    ebpf: &Ebpf,
+    plan: &ProbePlan,
+) -> anyhow::Result<Vec<ProgramStats>> {
+    plan.attached()
+        .map(|probe| {
+            let program = ebpf
+                .program(&probe.program)
+                .with_context(|| format!("no program {}", probe.program))?;
+            ProgramStats::of(&probe.hook, &probe.program, program)
+        })
+        .collect()
 }
 
 /// Programs that measure the cost of tracing rather than the stack, each a

@@ -1,0 +1,123 @@
+//! Loading `bpf/stages.bpf.c` and reading its maps: stage latencies and
+//! per-hook counts aggregated in the kernel, nothing per packet sent to user
+//! space. What the numbers mean is [`crate::analysis::stages`].
+
+use super::plan::{self, spec, Backend, ProbeSpec};
+use super::stats::attached_program_stats;
+use super::{kernel_btf, require_privileges, FilterGlobals, Filters, ProbePlan, ProgramStats};
+use crate::abi::{tt_hook_counts, tt_stage_stats};
+use crate::analysis::stages::{StageTotals, HOOKS, STAGES};
+use anyhow::Context;
+use aya::maps::PerCpuArray;
+use aya::{Ebpf, EbpfLoader, VerifierLogLevel};
+
+static STAGES_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stages.bpf.o"));
+
+// SAFETY: plain C structs of integers, no padding (bindgen's layout tests).
+unsafe impl aya::Pod for tt_stage_stats {}
+// SAFETY: as above.
+unsafe impl aya::Pod for tt_hook_counts {}
+
+/// The programs of stages.bpf.c, tp_btf only: a hook this kernel refuses is
+/// left out (its counters stay 0) and named in the plan.
+const STAGE_PROBES: &[ProbeSpec] = &[
+    spec("dev_queue", "dev_queue", "net", "net_dev_queue", None),
+    spec(
+        "dev_start_xmit",
+        "dev_start_xmit",
+        "net",
+        "net_dev_start_xmit",
+        None,
+    ),
+    spec("dev_xmit", "dev_xmit", "net", "net_dev_xmit", None),
+    spec("rx_gro", "rx_entry", "net", "napi_gro_receive_entry", None),
+    spec(
+        "rx_netif_recv",
+        "rx_entry",
+        "net",
+        "netif_receive_skb_entry",
+        None,
+    ),
+    spec("rx_netif_rx", "rx_entry", "net", "netif_rx_entry", None),
+    spec(
+        "netif_receive",
+        "netif_receive",
+        "net",
+        "netif_receive_skb",
+        None,
+    ),
+    spec("tcp_rcv", "tcp_rcv", "tcp", "tcp_probe", None),
+];
+
+/// The attached aggregation programs. Dropping it detaches them and frees
+/// their maps.
+pub struct StageTracer {
+    ebpf: Ebpf,
+    plan: ProbePlan,
+}
+
+impl StageTracer {
+    /// Loads and attaches the programs, filtering as [`Filters`] say; every
+    /// kept packet is counted (sampling does not apply: the cost per hit is
+    /// paid either way, and nothing is sent per packet).
+    pub fn start(filters: &Filters) -> anyhow::Result<StageTracer> {
+        anyhow::ensure!(
+            filters.sample_every <= 1,
+            "in-kernel stages count every packet: sampling (1 in {}) does not apply",
+            filters.sample_every
+        );
+        require_privileges()?;
+        let btf = kernel_btf()?;
+        let globals = FilterGlobals::of(filters);
+        let mut loader = EbpfLoader::new();
+        globals.apply(loader.btf(Some(&btf)));
+        let mut ebpf = loader
+            .verifier_log_level(VerifierLogLevel::DISABLE)
+            .load(STAGES_OBJ)
+            .map_err(|err| {
+                anyhow::anyhow!(
+                    "BPF unavailable: cannot create maps: {}",
+                    plan::error_chain(&err)
+                )
+            })?;
+        let plan = plan::attach_specs(&mut ebpf, &btf, STAGE_PROBES, &[Backend::TpBtf]);
+        plan::require_attached(&plan)?;
+        Ok(StageTracer { ebpf, plan })
+    }
+
+    pub fn plan(&self) -> &ProbePlan {
+        &self.plan
+    }
+
+    /// The maps now, summed over CPUs: totals since [`StageTracer::start`].
+    pub fn read(&self) -> anyhow::Result<StageTotals> {
+        let mut totals = StageTotals::default();
+        let stages = PerCpuArray::<_, tt_stage_stats>::try_from(
+            self.ebpf
+                .map("tt_stage_stats")
+                .context("no tt_stage_stats map")?,
+        )?;
+        for stage in 0..STAGES {
+            for cpu in stages.get(&(stage as u32), 0)?.iter() {
+                totals.add_stage(stage, cpu);
+            }
+        }
+        let hooks = PerCpuArray::<_, tt_hook_counts>::try_from(
+            self.ebpf
+                .map("tt_hook_counts")
+                .context("no tt_hook_counts map")?,
+        )?;
+        for hook in 0..HOOKS {
+            for cpu in hooks.get(&(hook as u32), 0)?.iter() {
+                totals.add_hook(hook, cpu);
+            }
+        }
+        Ok(totals)
+    }
+
+    /// Run time and runs of every attached program (zero unless bpf_stats
+    /// was enabled while they ran).
+    pub fn program_stats(&self) -> anyhow::Result<Vec<ProgramStats>> {
+        attached_program_stats(&self.ebpf, &self.plan)
+    }
+}
