@@ -16,7 +16,8 @@ receive-window, congestion-window and send-buffer limits.\n\n\
 Typical use:\n  tenge-trace check                  # can this kernel do it?\n  \
 tenge-trace lab --scenario mss-clamp  # built-in namespace pair with a real transfer\n  \
 tenge-trace record -o t.ttr --port 5201 -- iperf3 -c HOST\n  \
-tenge-trace report t.ttr\n  tenge-trace watch --port 5201"
+tenge-trace report t.ttr\n  tenge-trace watch --port 5201\n  \
+tenge-trace stages --interval 10    # in-kernel stage latencies, cheap enough to leave on"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -33,6 +34,8 @@ pub enum Command {
     },
     /// Record per-packet events to a trace file.
     Record(RecordArgs),
+    /// Stage latencies and per-hook packet counts aggregated in the kernel: no record per packet, cheap enough to leave running.
+    Stages(StagesArgs),
     /// Print the events of a trace file, one per line.
     Dump(DumpArgs),
     /// Analyse a trace file: window pathologies, limits and path costs.
@@ -55,6 +58,20 @@ pub enum Command {
 
 #[derive(Args, Debug, Clone)]
 pub struct FilterArgs {
+    #[command(flatten)]
+    pub flow: FlowFilterArgs,
+    /// Keep 1 in N blocks of 16 KiB of each flow's sequence space, with every event that handles
+    /// their bytes (so every stage of a kept packet is seen); lifecycle events are all kept, NAPI polls 1 in N per CPU.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub sample: u32,
+    /// Ring buffer size in MiB (a power of two).
+    #[arg(long, value_name = "MIB", default_value_t = 16)]
+    pub ring_mib: u32,
+}
+
+/// Which connections and packets count, applied in the kernel.
+#[derive(Args, Debug, Clone)]
+pub struct FlowFilterArgs {
     /// Only connections with this local or remote port.
     #[arg(long, value_name = "N")]
     pub port: Option<u16>,
@@ -64,13 +81,6 @@ pub struct FilterArgs {
     /// Only this network namespace (a name from `ip netns list`); default: all.
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
-    /// Keep 1 in N blocks of 16 KiB of each flow's sequence space, with every event that handles
-    /// their bytes (so every stage of a kept packet is seen); lifecycle events are all kept, NAPI polls 1 in N per CPU.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub sample: u32,
-    /// Ring buffer size in MiB (a power of two).
-    #[arg(long, value_name = "MIB", default_value_t = 16)]
-    pub ring_mib: u32,
 }
 
 #[derive(Args, Debug)]
@@ -98,6 +108,24 @@ pub struct RecordArgs {
     #[arg(short, long)]
     pub quiet: bool,
     /// Command to run while recording; recording stops when it exits.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct StagesArgs {
+    #[command(flatten)]
+    pub filters: FlowFilterArgs,
+    /// Also print each interval's table every this many seconds (default: only the totals at the end).
+    #[arg(long, value_name = "SECS")]
+    pub interval: Option<f64>,
+    /// Stop after this many seconds (default: until the command exits or Ctrl-C).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Also write the totals and the intervals as JSON to FILE (`-`: stdout; the tables and the command's output then go to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Command to run while counting; counting stops when it exits.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }

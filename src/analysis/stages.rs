@@ -8,6 +8,7 @@
 //! the middle of the bucket its rank falls in, so it is within an eighth of
 //! that bucket's lower end of the true value (exact below 8 ns).
 
+use super::paths::{aligned, micros};
 use crate::abi::{
     tt_hook_counts, tt_stage, tt_stage_hook, tt_stage_stats, TT_HIST_BUCKETS, TT_HIST_SUB_BITS,
 };
@@ -138,6 +139,46 @@ pub struct HookSummary {
 pub struct StagesSummary {
     pub stages: Vec<StageSummary>,
     pub hooks: Vec<HookSummary>,
+}
+
+impl StagesSummary {
+    /// Two aligned tables: the stages (times in µs), then the hooks.
+    pub fn render_table(&self) -> String {
+        let header = |cells: &[&str]| cells.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        let mut stages = vec![header(&[
+            "stage",
+            "samples",
+            "unmatched",
+            "mean µs",
+            "p50 µs",
+            "p90 µs",
+            "p99 µs",
+            "max µs",
+        ])];
+        for s in &self.stages {
+            let mut row = vec![
+                s.stage.to_string(),
+                s.samples.to_string(),
+                s.unmatched.to_string(),
+            ];
+            if s.samples == 0 {
+                row.extend(std::iter::repeat_n("-".to_string(), 5));
+            } else {
+                row.push(format!("{:.1}", s.mean_ns / 1000.0));
+                row.extend([s.p50_ns, s.p90_ns, s.p99_ns, s.max_ns].map(micros));
+            }
+            stages.push(row);
+        }
+        let mut hooks = vec![header(&["hook", "packets", "bytes"])];
+        for h in &self.hooks {
+            hooks.push(vec![
+                h.hook.to_string(),
+                h.packets.to_string(),
+                h.bytes.to_string(),
+            ]);
+        }
+        format!("{}\n{}", aligned(&stages, 1), aligned(&hooks, 1))
+    }
 }
 
 /// The maps' values summed over CPUs, since the programs were attached.
@@ -351,6 +392,37 @@ mod tests {
         assert_eq!(s.max_ns, 31);
         assert_eq!((delta.hooks[1].packets, delta.hooks[1].bytes), (2, 100));
         assert_eq!(now.since(&now).stages[0].max_ns, 0);
+    }
+
+    #[test]
+    fn table_has_a_row_per_stage_and_hook() {
+        let mut totals = StageTotals::default();
+        totals.add_stage(2, &stage(&[1500, 2500]));
+        totals.add_hook(
+            3,
+            &tt_hook_counts {
+                packets: 2,
+                bytes: 3000,
+            },
+        );
+        let table = totals.summary().render_table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 1 + STAGES + 1 + 1 + HOOKS, "{table}");
+        // 1500 is in [1280, 1536), 2500 in [2048, 2560): middles 1407 and 2303
+        // (p90 and p99: rank 2), under the max of 2500; the mean is 2000.
+        let napi: Vec<&str> = lines[3].split_whitespace().collect();
+        assert_eq!(
+            napi,
+            ["napi", "2", "0", "2.0", "1.4", "2.3", "2.3", "2.5"],
+            "{table}"
+        );
+        assert!(
+            lines[1].starts_with("qdisc") && lines[1].ends_with('-'),
+            "{table}"
+        );
+        // After the stages: a blank line, the hooks' header, then rx_entry is the 4th hook.
+        let rx: Vec<&str> = lines[1 + STAGES + 2 + 3].split_whitespace().collect();
+        assert_eq!(rx, ["rx_entry", "2", "3000"], "{table}");
     }
 
     #[test]

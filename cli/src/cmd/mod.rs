@@ -10,6 +10,7 @@ mod lab;
 mod record;
 mod report;
 mod session;
+mod stages;
 mod watch;
 
 use crate::cli::{Cli, Command};
@@ -26,6 +27,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { json } => check::run(json),
         Command::Record(args) => record::run(args),
+        Command::Stages(args) => stages::run(args),
         Command::Dump(args) => dump::run(args),
         Command::Report(args) => report::run(args),
         Command::Flamegraph(args) => flamegraph::run(args),

@@ -2,7 +2,6 @@
 
 use super::session;
 use crate::cli::RecordArgs;
-use anyhow::Context;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -26,22 +25,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     meta.command = args.command.clone();
     let mut recording = Recording::new(TraceWriter::create(&args.output, &meta)?);
 
-    // The command starts once the probes are attached, so nothing it does is missed.
-    let child = match args.command.split_first() {
-        None => None,
-        Some((program, rest)) => {
-            let mut child = std::process::Command::new(program)
-                .args(rest)
-                .spawn()
-                .with_context(|| format!("cannot run {program}"))?;
-            let stop = std::sync::Arc::clone(stop);
-            Some(std::thread::spawn(move || {
-                let status = child.wait();
-                stop.store(true, Ordering::SeqCst);
-                status
-            }))
-        }
-    };
+    let child = session::spawn_command(&args.command, stop, false)?;
     let deadline = args
         .duration
         .map(|s| Instant::now() + Duration::from_secs_f64(s));
@@ -71,12 +55,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     }
 
     let child_status = child.map(|handle| handle.join().expect("waiter thread"));
-    let end_reason = match (&child_status, deadline) {
-        (Some(_), _) if !flags.interrupted() => "command exited",
-        _ if flags.interrupted() => "interrupted",
-        (None, Some(_)) => "duration",
-        _ => "stopped",
-    };
+    let end_reason = session::end_reason(&flags, child_status.is_some(), deadline.is_some());
     let hook_hits = hit_counter.map(|c| c.stop(&tracer)).transpose()?;
     let summary = TraceSummary {
         events: stats.events,
@@ -107,16 +86,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if let Some(hits) = &summary.hook_hits {
         report_hits(hits);
     }
-    match child_status {
-        Some(Ok(status)) if !status.success() => {
-            eprintln!("tenge-trace: the command exited with {status}");
-            Ok(ExitCode::from(
-                status.code().unwrap_or(1).clamp(1, 255) as u8
-            ))
-        }
-        Some(Err(err)) => Err(err).context("waiting for the command"),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    session::exit_code(child_status)
 }
 
 /// What the hit counters say, hooks with hits that ran no program named.

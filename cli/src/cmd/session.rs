@@ -1,13 +1,15 @@
-//! What record, watch and lab share: Ctrl-C handling, filters from the command
-//! line, starting the tracer, and the progress line.
+//! What record, watch, stages and lab share: Ctrl-C handling, filters from the
+//! command line, starting the tracer, the command to run, and the progress line.
 
-use crate::cli::FilterArgs;
+use crate::cli::{FilterArgs, FlowFilterArgs};
 use anyhow::Context;
 use std::io::IsTerminal;
-use std::sync::atomic::AtomicBool;
+use std::process::{ExitCode, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use tenge_trace::collector::CollectStats;
-use tenge_trace::probe::{Filters, Tracer, TracerOptions};
+use tenge_trace::probe::{Filters, ProbePlan, Tracer, TracerOptions};
 
 /// How a session is told to stop: `stop` by anything (duration, command exit,
 /// a signal), `signalled` only by SIGINT/SIGTERM. The first signal stops the
@@ -42,6 +44,14 @@ impl StopFlags {
 
 pub fn filters(args: &FilterArgs) -> anyhow::Result<Filters> {
     anyhow::ensure!(args.sample >= 1, "--sample must be at least 1");
+    Ok(Filters {
+        sample_every: args.sample,
+        ..flow_filters(&args.flow)?
+    })
+}
+
+/// Port, address and netns, every packet kept.
+pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
     let netns = match &args.netns {
         None => None,
         Some(name) => {
@@ -52,7 +62,7 @@ pub fn filters(args: &FilterArgs) -> anyhow::Result<Filters> {
         port: args.port,
         addr: args.addr,
         netns,
-        sample_every: args.sample,
+        sample_every: 1,
     })
 }
 
@@ -68,9 +78,13 @@ pub fn start(args: &FilterArgs, cpu_profile_hz: Option<u64>) -> anyhow::Result<T
         ..Default::default()
     };
     let tracer = Tracer::start(&options)?;
-    let attached = tracer.plan().attached().count();
-    let missing: Vec<&str> = tracer
-        .plan()
+    report_missing(tracer.plan());
+    Ok(tracer)
+}
+
+/// Names the hooks this kernel attached nothing to.
+pub fn report_missing(plan: &ProbePlan) {
+    let missing: Vec<&str> = plan
         .probes
         .iter()
         .filter(|p| p.backend.is_none())
@@ -78,11 +92,62 @@ pub fn start(args: &FilterArgs, cpu_profile_hz: Option<u64>) -> anyhow::Result<T
         .collect();
     if !missing.is_empty() {
         eprintln!(
-            "tenge-trace: {attached} probes attached; not available on this kernel: {}",
+            "tenge-trace: {} probes attached; not available on this kernel: {}",
+            plan.attached().count(),
             missing.join(", ")
         );
     }
-    Ok(tracer)
+}
+
+/// The command after `--`, started once the probes are attached (so nothing
+/// it does is missed); `stop` is set when it exits. None without a command.
+/// `stdout_to_stderr` when our stdout carries output of our own (JSON).
+pub fn spawn_command(
+    command: &[String],
+    stop: &Arc<AtomicBool>,
+    stdout_to_stderr: bool,
+) -> anyhow::Result<Option<JoinHandle<std::io::Result<ExitStatus>>>> {
+    let Some((program, rest)) = command.split_first() else {
+        return Ok(None);
+    };
+    let mut command = std::process::Command::new(program);
+    if stdout_to_stderr {
+        command.stdout(std::io::stderr());
+    }
+    let mut child = command
+        .args(rest)
+        .spawn()
+        .with_context(|| format!("cannot run {program}"))?;
+    let stop = Arc::clone(stop);
+    Ok(Some(std::thread::spawn(move || {
+        let status = child.wait();
+        stop.store(true, Ordering::SeqCst);
+        status
+    })))
+}
+
+/// Why a session ended, for its summary line.
+pub fn end_reason(flags: &StopFlags, had_command: bool, had_duration: bool) -> &'static str {
+    match (flags.interrupted(), had_command, had_duration) {
+        (true, _, _) => "interrupted",
+        (false, true, _) => "command exited",
+        (false, false, true) => "duration",
+        _ => "stopped",
+    }
+}
+
+/// The session's exit code: the command's when it failed.
+pub fn exit_code(child_status: Option<std::io::Result<ExitStatus>>) -> anyhow::Result<ExitCode> {
+    match child_status {
+        Some(Ok(status)) if !status.success() => {
+            eprintln!("tenge-trace: the command exited with {status}");
+            Ok(ExitCode::from(
+                status.code().unwrap_or(1).clamp(1, 255) as u8
+            ))
+        }
+        Some(Err(err)) => Err(err).context("waiting for the command"),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// A one-line progress report on stderr, rewritten in place on a terminal.

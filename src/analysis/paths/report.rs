@@ -393,12 +393,12 @@ impl PathReport {
     }
 }
 
-fn micros(ns: u64) -> String {
+pub(crate) fn micros(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
 
 /// Columns padded to their widest cell; columns from `right_from` on are right-aligned.
-fn aligned(rows: &[Vec<String>], right_from: usize) -> String {
+pub(crate) fn aligned(rows: &[Vec<String>], right_from: usize) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {

@@ -1,0 +1,101 @@
+//! `stages`: in-kernel aggregation from the command line.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::process::Command;
+use tenge_trace::lab::iperf::Iperf3Server;
+use tenge_trace::lab::{Lab, LabConfig};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
+}
+
+#[test]
+fn stages_json_on_stdout_of_a_short_transfer() {
+    if !common::require_root("stages_json_on_stdout_of_a_short_transfer") {
+        return;
+    }
+    let lab = Lab::new(&LabConfig::default()).unwrap();
+    let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
+    let receiver = lab.receiver_ip().to_string();
+    let out = bin()
+        .args(["stages", "--addr", &receiver, "--json", "-", "--"])
+        .args(["ip", "netns", "exec", lab.sender_netns().name()])
+        .args(["iperf3", "-c", &receiver, "-p", "5201", "-t", "1"])
+        .output()
+        .unwrap();
+    drop(server);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The table went to stderr, the JSON alone to stdout.
+    assert!(stderr.contains("p99 µs"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(json["end_reason"], "command exited");
+    assert_eq!(json["filters"]["addr"], receiver.as_str());
+    assert_eq!(json["intervals"], serde_json::json!([]));
+    let stages = json["totals"]["stages"].as_array().unwrap();
+    let names: Vec<&str> = stages
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["qdisc", "driver", "napi", "ip_tcp"]);
+    for s in stages {
+        for field in [
+            "samples",
+            "unmatched",
+            "p50_ns",
+            "p90_ns",
+            "p99_ns",
+            "max_ns",
+            "min_bucket_ns",
+        ] {
+            assert!(s[field].is_u64(), "{field} in {s}");
+        }
+        assert!(s["mean_ns"].is_f64(), "{s}");
+        // A second of iperf3 is thousands of packets through every stage.
+        assert!(s["samples"].as_u64().unwrap() > 100, "{s}");
+    }
+    let hooks = json["totals"]["hooks"].as_array().unwrap();
+    assert_eq!(hooks.len(), 6);
+    for h in hooks {
+        assert!(h["packets"].as_u64().unwrap() > 100, "{h}");
+        assert!(
+            h["bytes"].as_u64().unwrap() > h["packets"].as_u64().unwrap(),
+            "{h}"
+        );
+    }
+}
+
+#[test]
+fn stages_refuses_an_unknown_netns_and_sampling() {
+    // Both fail before anything is loaded: no root needed.
+    let out = bin()
+        .args([
+            "stages",
+            "--netns",
+            "tenge-no-such-netns",
+            "--duration",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--netns tenge-no-such-netns")
+            && stderr.contains("no network namespace named \"tenge-no-such-netns\""),
+        "{stderr}"
+    );
+    let out = bin()
+        .args(["stages", "--sample", "8", "--duration", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("unexpected argument '--sample'"),
+        "{stderr}"
+    );
+}
