@@ -1,5 +1,6 @@
 //! The things a benchmarked transfer runs under: nothing, tenge-trace (full
-//! or sampled), the equivalent bpftrace script, or tcpdump. Each starts
+//! or sampled, or its in-kernel stages), the equivalent bpftrace script, or
+//! tcpdump. Each starts
 //! before the transfer and is stopped (and cleaned up) after it.
 
 use anyhow::{bail, Context, Result};
@@ -13,7 +14,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tenge_trace::collector::{thread_cpu, CollectStats, Collector, Recording};
-use tenge_trace::probe::{Filters, ProgramStats, Tracer, TracerOptions};
+use tenge_trace::probe::{Filters, ProgramStats, StageTracer, Tracer, TracerOptions};
 use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
 
 /// How long an external tool may take to attach (bpftrace compiles first).
@@ -27,16 +28,19 @@ pub enum Mode {
     Full,
     /// tenge-trace, one packet in 64.
     Sampled64,
+    /// `tenge-trace stages`: latencies aggregated in the kernel, nothing per packet sent.
+    Stages,
     Bpftrace,
     /// tcpdump -s 128 -w FILE.
     Tcpdump,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 5] = [
+    pub const ALL: [Mode; 6] = [
         Mode::Untraced,
         Mode::Full,
         Mode::Sampled64,
+        Mode::Stages,
         Mode::Bpftrace,
         Mode::Tcpdump,
     ];
@@ -46,6 +50,7 @@ impl Mode {
             Mode::Untraced => "untraced",
             Mode::Full => "tenge-trace, every packet",
             Mode::Sampled64 => "tenge-trace, 1/64 sampled",
+            Mode::Stages => "tenge-trace, in-kernel stages",
             Mode::Bpftrace => "bpftrace, same hooks",
             Mode::Tcpdump => "tcpdump -s 128 -w",
         }
@@ -72,6 +77,7 @@ pub struct ToolCounts {
 pub enum Instrument {
     None,
     Tenge(TracedSession),
+    Stages(StageTracer),
     External {
         mode: Mode,
         child: Child,
@@ -102,6 +108,10 @@ impl Instrument {
                 };
                 Ok(Instrument::Tenge(TracedSession::start(options, output)?))
             }
+            Mode::Stages => Ok(Instrument::Stages(StageTracer::start(&Filters {
+                port: Some(target.port),
+                ..Filters::default()
+            })?)),
             Mode::Bpftrace => {
                 let tracefs = tenge_trace::probe::mount_tracefs();
                 let mut command = Command::new("bpftrace");
@@ -150,6 +160,11 @@ impl Instrument {
                     lost: end.stats.lost_total(),
                 })
             }
+            // Events: the packets the hooks counted; nothing can be lost.
+            Instrument::Stages(tracer) => Ok(ToolCounts {
+                events: tracer.read()?.hooks.iter().map(|h| h.packets).sum(),
+                lost: 0,
+            }),
             Instrument::External {
                 mode,
                 mut child,

@@ -40,8 +40,8 @@ pub fn render(r: &Results) -> String {
     );
     if let Some(workloads) = &r.throughput {
         throughput_table(&mut md, workloads, r.reps);
+        aggregation_only(&mut md, workloads);
     }
-    let _ = writeln!(md, "In-kernel aggregation only: {}.\n", r.aggregation_only);
     if let Some(k) = &r.kernel_cost {
         let _ = writeln!(
             md,
@@ -194,6 +194,37 @@ fn throughput_table(md: &mut String, workloads: &[WorkloadResult], reps: u32) {
          small-write row counts segments (tcp_info data_segs_out per second). Events and lost \
          are summed over the repetitions: tenge-trace's loss is the kernel's exact count, \
          bpftrace's its \"Lost N events\" lines, tcpdump's \"dropped by kernel\".\n\n",
+    );
+}
+
+/// The in-kernel aggregation mode's ratios, or why there are none: results
+/// from before `tenge-trace stages` have no such mode.
+fn aggregation_only(md: &mut String, workloads: &[WorkloadResult]) {
+    let rows: Vec<String> = workloads
+        .iter()
+        .filter_map(|w| {
+            let m = w.modes.iter().find(|m| m.mode == Mode::Stages)?;
+            Some(format!(
+                "| {} | **{:.3}** | {:.3}–{:.3} | {} |",
+                w.label, m.ratio.median, m.ratio.min, m.ratio.max, m.tool.events
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        md.push_str(
+            "In-kernel aggregation only: not measured in this run (its results predate \
+             `tenge-trace stages`).\n\n",
+        );
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "**In-kernel aggregation only** (`tenge-trace stages --port N`): the qdisc, driver, \
+         napi and ip_tcp stages' histograms and the hooks' packet counts kept in per-CPU maps, \
+         read once at the end; no record per packet.\n\n\
+         | workload | ratio to untraced (median) | ratio range | packets counted |\n\
+         |---|---:|---:|---:|\n{}\n",
+        rows.join("\n")
     );
 }
 
@@ -424,9 +455,10 @@ sender, the receiver and the collector share the same two cores, so all of it co
 out of the transfer. The paragraph at the end of this section computes the least that can \
 cost from this run's own figures. Bulk transfers (64 KiB GSO skbs) pay it per skb and come \
 close; small segments pay it per 100-byte segment. What would close it: not sending a record \
-per stage per packet, that is sampling (the 1/64 rows) or an in-kernel aggregation mode, \
-which this version does not have; and on a host whose transfer leaves cores idle, the cost \
-lands on those instead of on the transfer.";
+per stage per packet: sampling (the 1/64 rows), or, when per-stage latencies are what is \
+wanted, `tenge-trace stages`, which aggregates the stage latencies in the kernel and keeps no \
+per-packet detail; and on a host whose transfer leaves cores idle, the cost lands \
+on those instead of on the transfer.";
 
 const WHY_SAMPLED: &str = "With 1/64 sampling every probe still runs on every hook hit: \
 sampling keeps 16 KiB blocks of each flow's sequence space, and an event is kept when the \

@@ -48,10 +48,9 @@ pub struct Results {
     pub machine: Machine,
     pub quick: bool,
     pub reps: u32,
+    /// Older results also have `aggregation_only` (a sentence: no such mode
+    /// then), which is ignored: the in-kernel mode is a throughput mode now.
     pub throughput: Option<Vec<throughput::WorkloadResult>>,
-    /// tenge-trace has no in-kernel-aggregation-only mode: every kept event
-    /// goes to user space.
-    pub aggregation_only: String,
     pub kernel_cost: Option<kernel_cost::KernelCost>,
     pub max_rate: Option<max_rate::MaxRate>,
     pub replay: Option<replay::Replay>,
@@ -150,9 +149,6 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         quick: args.quick,
         reps,
         throughput,
-        aggregation_only: "not available: tenge-trace has no in-kernel aggregation mode; \
-                           every kept event is sent to user space (sampling is the cheap mode)"
-            .into(),
         kernel_cost,
         max_rate,
         replay,
