@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * In-kernel aggregation for `tenge-trace stages`: no record per packet.
- * Each hook stamps the skb it keeps in a per-skb map; the next hook of the
+ * Each hook stamps the skb it keeps in a table slot; the next hook of the
  * same skb turns the stamp into one sample of the stage between them (count,
  * sum, max and a log-linear histogram, per CPU), and every hook counts the
  * packets and bytes it kept. User space reads the per-CPU arrays when it
@@ -12,28 +12,108 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* The last hook that kept an skb, and when. */
+/*
+ * The last hook that kept an skb, and when: one slot of a direct-mapped
+ * table indexed by a hash of the skb's address. A hash map would keep every
+ * skb, but its insert (bucket lock, LRU list) cost more than the rest of a
+ * hop; a slot costs a load. Two skbs in flight on one slot: the later takes
+ * it and the earlier counts as unmatched at its next hook.
+ */
 struct skb_stamp {
+	__u64 skb; /* 0: free; also the slot's sequence word (stamp_of) */
 	__u64 ts_ns;
 	__u32 skb_len; /* for net_dev_xmit, which cannot read the skb */
 	__u32 hook;    /* enum tt_stage_hook */
 };
 
+#define STAMP_SLOTS_LOG2 16
+
 /*
- * One map per direction: on veth the same skb goes from start_xmit to the
- * peer's rx_entry before net_dev_xmit returns. LRU, so that skbs freed
- * between two hooks (dropped, merged by GRO, segmented) cannot fill it.
+ * One table per direction: on veth the same skb goes from start_xmit to the
+ * peer's rx_entry before net_dev_xmit returns.
  */
 #define SKB_STAMP_MAP(name)                                                                        \
 	struct {                                                                                   \
-		__uint(type, BPF_MAP_TYPE_LRU_HASH);                                               \
-		__uint(max_entries, 65536);                                                        \
-		__type(key, __u64);                                                                \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                                                  \
+		__uint(max_entries, 1 << STAMP_SLOTS_LOG2);                                        \
+		__type(key, __u32);                                                                \
 		__type(value, struct skb_stamp);                                                   \
 	} name SEC(".maps")
 
 SKB_STAMP_MAP(tx_stamps);
 SKB_STAMP_MAP(rx_stamps);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} addr_scratch SEC(".maps");
+
+/*
+ * The address of `skb` as a number, 0 if none. The verifier allows no
+ * arithmetic on a trusted pointer, but what a map value holds is a number.
+ */
+static __always_inline __u64 addr_of(const struct sk_buff *skb)
+{
+	__u32 zero = 0;
+	__u64 *scratch = bpf_map_lookup_elem(&addr_scratch, &zero);
+
+	if (!scratch)
+		return 0;
+	*(volatile __u64 *)scratch = (unsigned long)skb;
+	return *(volatile __u64 *)scratch;
+}
+
+/* Fibonacci hashing: skbs come from a slab, at multiples of 256 bytes. */
+static __always_inline struct skb_stamp *slot_of(void *stamps, __u64 skb)
+{
+	__u32 index = (skb * 0x9E3779B97F4A7C15ULL) >> (64 - STAMP_SLOTS_LOG2);
+
+	return bpf_map_lookup_elem(stamps, &index);
+}
+
+#define barrier() asm volatile("" ::: "memory")
+
+/*
+ * The stamp `hook` left on `skb`, copied into `out`, or false. Writers clear
+ * `skb` before rewriting a slot and set it last, so a copy that still shows
+ * the skb after it was taken is whole (x86 keeps stores, and loads, in
+ * order; the barriers keep the compiler from reordering them).
+ */
+static __always_inline bool stamp_of(struct skb_stamp *slot, __u64 skb, __u32 hook,
+				     struct skb_stamp *out)
+{
+	if (!slot || *(volatile __u64 *)&slot->skb != skb)
+		return false;
+	barrier();
+	out->ts_ns = slot->ts_ns;
+	out->skb_len = slot->skb_len;
+	out->hook = slot->hook;
+	barrier();
+	return *(volatile __u64 *)&slot->skb == skb && out->hook == hook;
+}
+
+static __always_inline void stamp(struct skb_stamp *slot, __u64 skb, __u64 now, __u32 len,
+				  __u32 hook)
+{
+	if (!slot)
+		return;
+	*(volatile __u64 *)&slot->skb = 0;
+	barrier();
+	slot->ts_ns = now;
+	slot->skb_len = len;
+	slot->hook = hook;
+	barrier();
+	*(volatile __u64 *)&slot->skb = skb;
+}
+
+/* The skb's journey ends here (or it was not kept): its stamp goes. */
+static __always_inline void unstamp(struct skb_stamp *slot, __u64 skb)
+{
+	if (slot && *(volatile __u64 *)&slot->skb == skb)
+		*(volatile __u64 *)&slot->skb = 0;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -92,16 +172,18 @@ static __always_inline void count_hook(__u32 hook, __u32 bytes)
 	}
 }
 
-/* One sample of `stage` from the stamp `prev` (NULL: none), or an unmatched skb. */
-static __always_inline void sample_stage(__u32 stage, const struct skb_stamp *prev, __u32 prev_hook,
-					 __u64 now)
+/*
+ * One sample of `stage`, the time since `prev` (its earlier hook) stamped the
+ * skb; no stamp (NULL), or one from later than now (a slot two CPUs wrote at
+ * once), counts as unmatched.
+ */
+static __always_inline void record_stage(__u32 stage, const struct skb_stamp *prev, __u64 now)
 {
 	struct tt_stage_stats *s = bpf_map_lookup_elem(&tt_stage_stats, &stage);
 
 	if (!s)
 		return;
-	/* A stamp of another hook is a reused address, not this skb's. */
-	if (!prev || prev->hook != prev_hook) {
+	if (!prev || prev->ts_ns > now) {
 		s->unmatched += 1;
 		return;
 	}
@@ -114,35 +196,6 @@ static __always_inline void sample_stage(__u32 stage, const struct skb_stamp *pr
 		s->max_ns = ns;
 	if (b < TT_HIST_BUCKETS)
 		s->buckets[b] += 1;
-}
-
-/*
- * A kept skb at `hook`: counted, the stage from `prev_hook` sampled (when
- * `stage` is not TT_STAGE_MAX: a first hop, whose stamp replaces any other),
- * and stamped for the next hook, in place when it had a stamp.
- */
-static __always_inline void hop(void *stamps, const struct sk_buff *skb, __u32 hook, __u32 stage,
-				__u32 prev_hook)
-{
-	__u64 key = (unsigned long)skb;
-	__u64 now = bpf_ktime_get_ns();
-	__u32 len = skb->len;
-	struct skb_stamp *stamp = NULL;
-
-	count_hook(hook, len);
-	if (stage < TT_STAGE_MAX) {
-		stamp = bpf_map_lookup_elem(stamps, &key);
-		sample_stage(stage, stamp, prev_hook, now);
-	}
-	if (stamp) {
-		stamp->ts_ns = now;
-		stamp->skb_len = len;
-		stamp->hook = hook;
-	} else {
-		struct skb_stamp fresh = {.ts_ns = now, .skb_len = len, .hook = hook};
-
-		bpf_map_update_elem(stamps, &key, &fresh, BPF_ANY);
-	}
 }
 
 /* The filters on a packet parsed from its headers, as tenge.bpf.c applies them. */
@@ -159,21 +212,59 @@ static __always_inline bool pkt_kept(const struct sk_buff *skb, bool tx)
 	return netns_wanted(&h);
 }
 
+/* A first hook (net_dev_queue, driver entry): a kept skb is counted and stamped. */
+static __always_inline void first_hop(void *stamps, const struct sk_buff *skb, bool tx, __u32 hook)
+{
+	__u64 key = addr_of(skb);
+	struct skb_stamp *slot = slot_of(stamps, key);
+
+	if (!pkt_kept(skb, tx)) {
+		/* A reused address must not carry the stamp of the skb it was. */
+		unstamp(slot, key);
+		return;
+	}
+	count_hook(hook, skb->len);
+	stamp(slot, key, bpf_ktime_get_ns(), skb->len, hook);
+}
+
+/*
+ * A later hook: an skb `prev_hook` stamped was kept there, so it is timed
+ * without reading its headers again; any other is filtered here and, when
+ * kept, counted as unmatched. Either way it is stamped for the next hook.
+ */
+static __always_inline void next_hop(void *stamps, const struct sk_buff *skb, bool tx, __u32 hook,
+				     __u32 stage, __u32 prev_hook)
+{
+	__u64 key = addr_of(skb), now = bpf_ktime_get_ns();
+	struct skb_stamp *slot = slot_of(stamps, key);
+	struct skb_stamp prev;
+	__u32 len = skb->len;
+
+	if (stamp_of(slot, key, prev_hook, &prev)) {
+		record_stage(stage, &prev, now);
+	} else if (pkt_kept(skb, tx)) {
+		record_stage(stage, NULL, now);
+	} else {
+		unstamp(slot, key);
+		return;
+	}
+	count_hook(hook, len);
+	stamp(slot, key, now, len, hook);
+}
+
 /* ---- TX: net_dev_queue -> net_dev_start_xmit -> net_dev_xmit ------------- */
 
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(dev_queue_btf, struct sk_buff *skb)
 {
-	if (pkt_kept(skb, true))
-		hop(&tx_stamps, skb, TT_HOOK_DEV_QUEUE, TT_STAGE_MAX, 0);
+	first_hop(&tx_stamps, skb, true, TT_HOOK_DEV_QUEUE);
 	return 0;
 }
 
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(dev_start_xmit_btf, struct sk_buff *skb)
 {
-	if (pkt_kept(skb, true))
-		hop(&tx_stamps, skb, TT_HOOK_DEV_START_XMIT, TT_STAGE_QDISC, TT_HOOK_DEV_QUEUE);
+	next_hop(&tx_stamps, skb, true, TT_HOOK_DEV_START_XMIT, TT_STAGE_QDISC, TT_HOOK_DEV_QUEUE);
 	return 0;
 }
 
@@ -185,14 +276,15 @@ int BPF_PROG(dev_start_xmit_btf, struct sk_buff *skb)
 SEC("tp_btf/net_dev_xmit")
 int BPF_PROG(dev_xmit_btf, struct sk_buff *skb, int rc)
 {
-	__u64 key = (unsigned long)skb;
-	struct skb_stamp *prev = bpf_map_lookup_elem(&tx_stamps, &key);
+	__u64 key = addr_of(skb);
+	struct skb_stamp *slot = slot_of(&tx_stamps, key);
+	struct skb_stamp prev;
 
-	if (!prev || prev->hook != TT_HOOK_DEV_START_XMIT)
+	if (!stamp_of(slot, key, TT_HOOK_DEV_START_XMIT, &prev))
 		return 0;
-	count_hook(TT_HOOK_DEV_XMIT, prev->skb_len);
-	sample_stage(TT_STAGE_DRIVER, prev, TT_HOOK_DEV_START_XMIT, bpf_ktime_get_ns());
-	bpf_map_delete_elem(&tx_stamps, &key);
+	unstamp(slot, key);
+	count_hook(TT_HOOK_DEV_XMIT, prev.skb_len);
+	record_stage(TT_STAGE_DRIVER, &prev, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -202,8 +294,7 @@ int BPF_PROG(dev_xmit_btf, struct sk_buff *skb, int rc)
 	SEC("tp_btf/" #tp)                                                                         \
 	int BPF_PROG(name##_btf, struct sk_buff *skb)                                              \
 	{                                                                                          \
-		if (pkt_kept(skb, false))                                                          \
-			hop(&rx_stamps, skb, TT_HOOK_RX_ENTRY, TT_STAGE_MAX, 0);                   \
+		first_hop(&rx_stamps, skb, false, TT_HOOK_RX_ENTRY);                               \
 		return 0;                                                                          \
 	}
 
@@ -214,27 +305,31 @@ RX_ENTRY(rx_netif_rx, netif_rx_entry)
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(netif_receive_btf, struct sk_buff *skb)
 {
-	if (pkt_kept(skb, false))
-		hop(&rx_stamps, skb, TT_HOOK_NETIF_RECEIVE, TT_STAGE_NAPI, TT_HOOK_RX_ENTRY);
+	next_hop(&rx_stamps, skb, false, TT_HOOK_NETIF_RECEIVE, TT_STAGE_NAPI, TT_HOOK_RX_ENTRY);
 	return 0;
 }
 
 /*
- * TCP takes the segment (tcp_rcv_established); skb->data is past the IP
- * header now, so the filters read the socket's ends instead. The last hop:
- * the stamp goes.
+ * TCP takes the segment (tcp_rcv_established), the last hook: the stamp
+ * goes. skb->data is past the IP header now, so an unstamped skb is
+ * filtered on the socket's ends.
  */
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(tcp_rcv_btf, struct sock *sk, struct sk_buff *skb)
 {
-	__u64 key = (unsigned long)skb;
+	__u64 key = addr_of(skb), now = bpf_ktime_get_ns();
+	struct skb_stamp *slot = slot_of(&rx_stamps, key);
+	struct skb_stamp prev;
 	struct tt_hdr h = {};
 
-	if (!sock_flow(&h, sk, true, false))
+	if (stamp_of(slot, key, TT_HOOK_NETIF_RECEIVE, &prev)) {
+		unstamp(slot, key);
+		record_stage(TT_STAGE_IP_TCP, &prev, now);
+	} else if (sock_flow(&h, sk, true, false)) {
+		record_stage(TT_STAGE_IP_TCP, NULL, now);
+	} else {
 		return 0;
+	}
 	count_hook(TT_HOOK_TCP_RCV, skb->len);
-	sample_stage(TT_STAGE_IP_TCP, bpf_map_lookup_elem(&rx_stamps, &key), TT_HOOK_NETIF_RECEIVE,
-		     bpf_ktime_get_ns());
-	bpf_map_delete_elem(&rx_stamps, &key);
 	return 0;
 }

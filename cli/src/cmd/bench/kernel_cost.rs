@@ -3,8 +3,8 @@
 //! transfer (bpf_stats' own clock reads and the dispatch cost the same for
 //! both). Measured for the tp_btf programs (direct BTF loads) and the raw_tp
 //! ones (probe reads), for the tp_btf ones sampling 1/64 (what a hook hit
-//! costs when the probe decides to drop it), and for the bpftrace script as
-//! a whole.
+//! costs when the probe decides to drop it), for `stages`' in-kernel
+//! aggregation, and for the bpftrace script as a whole.
 
 use super::instrument::{Instrument, Mode, Target, TracedSession};
 use super::throughput::timed_transfer;
@@ -15,7 +15,7 @@ use std::path::Path;
 use tenge_trace::lab::{Lab, LabConfig};
 use tenge_trace::probe::{
     system_program_stats, Backend, BpfStatsEnabled, Filters, ProgramStats, ReferencePrograms,
-    TracerOptions,
+    StageTracer, TracerOptions,
 };
 
 const PORT: u16 = 15301;
@@ -132,7 +132,7 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
         }
         let end = session.stop()?;
         let cost = backend_cost(
-            backend,
+            &format!("{backend:?}"),
             sample_every,
             &end.programs,
             &empty_stats,
@@ -141,6 +141,9 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
         empty_mean.push(mean_ns(&empty_stats));
         backends.push(cost);
     }
+    super::check_interrupted()?;
+    eprintln!("bench: kernel cost, stages programs");
+    backends.push(stages_cost(&lab, &cfg, seconds)?);
     super::check_interrupted()?;
     eprintln!("bench: kernel cost, bpftrace");
     let before: HashSet<u32> = system_program_stats().into_keys().collect();
@@ -169,6 +172,26 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
         bpftrace_runs: runs,
         floor,
     })
+}
+
+/// `tenge-trace stages`' programs; an event is a hook hit its filters kept
+/// (a count and, past the first hook, a stage sample), as no record is sent.
+fn stages_cost(lab: &Lab, cfg: &LabConfig, seconds: u32) -> Result<BackendCost> {
+    let tracer = StageTracer::start(&Filters {
+        port: Some(PORT),
+        ..Filters::default()
+    })?;
+    let empty = ReferencePrograms::empty(tracer.plan().attached().map(|p| p.hook.as_str()))?;
+    timed_transfer(lab, cfg, seconds)?;
+    let empty_stats = empty.stats()?;
+    let kept = tracer.read()?.hooks.iter().map(|h| h.packets).sum();
+    Ok(backend_cost(
+        "Stages",
+        1,
+        &tracer.program_stats()?,
+        &empty_stats,
+        kept,
+    ))
 }
 
 fn emit_floor(programs: &ReferencePrograms, empty: &[ProgramStats]) -> Result<Option<EmitFloor>> {
@@ -205,7 +228,7 @@ fn mean_ns(stats: &[ProgramStats]) -> Option<f64> {
 }
 
 fn backend_cost(
-    backend: Backend,
+    backend: &str,
     sample_every: u32,
     programs: &[ProgramStats],
     empty: &[ProgramStats],
@@ -237,7 +260,7 @@ fn backend_cost(
         .map(|p| p.added_ns_per_run * p.runs as f64)
         .sum();
     BackendCost {
-        backend: format!("{backend:?}"),
+        backend: backend.into(),
         sample_every,
         programs,
         events,

@@ -50,7 +50,9 @@ pub fn render(r: &Results) -> String {
              program, minus an empty tp_btf program on the same hook during the same transfer \
              ({}, {} s each). The rows marked 1/64 are the tp_btf programs sampling as the \
              sampled mode does: their ns/run is what a hook hit costs when the probe reads the \
-             headers and then, most of the time, drops the packet.\n",
+             headers and then, most of the time, drops the packet. The Stages rows are \
+             `tenge-trace stages`' programs, which send no record: an event there is a hook \
+             hit its filters kept.\n",
             k.workload, k.seconds
         );
         md.push_str("| backend | hook | runs | ns/run | empty ns/run | added ns/run |\n|---|---|---:|---:|---:|---:|\n");
