@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::require_root;
+use common::{paced_one_segment_skbs, relative_error, require_root, UNSEEN_BY_THE_KERNEL};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -185,33 +185,6 @@ fn print_report(tag: &str, run: &BulkRun) {
         run.traced_entry_skbs
     );
     eprint!("{}", run.report.render_table());
-}
-
-/// How far a traced count may fall short of the interface counters. Now and
-/// then, in bursts of a few ms on one CPU, the kernel does not run an
-/// attached tp_btf program for a tracepoint that fires: `perf stat -e
-/// net:net_dev_start_xmit` counts every packet the veth counts, the
-/// program's bpf_stats run count is short by as many packets as its events,
-/// and no recursion miss is recorded. Seen on this VM at up to 2.8% of a
-/// 2900-packet transfer (usually 0), never on packets the programs ran for:
-/// every submitted record arrives, and every early return was accounted for.
-const UNSEEN_BY_THE_KERNEL: f64 = 0.05;
-
-fn relative_error(got: u64, want: u64) -> f64 {
-    (got as f64 - want as f64).abs() / want as f64
-}
-
-/// 4 MiB paced at 200 Mbit/s (~2900 packets in 170 ms; the reader keeps up,
-/// so latencies are those of the stack rather than of a queue that fills at
-/// random, and comparable between runs), one MSS per skb (`gso_max_segs 1`):
-/// every skb is one wire packet.
-fn paced_one_segment_skbs() -> LabConfig {
-    LabConfig {
-        bytes: 4 << 20,
-        gso_max_segs: Some(1),
-        max_pacing_rate: Some(25_000_000),
-        ..LabConfig::default()
-    }
 }
 
 /// What is compared with what. veth counts skbs: a TSO skb of 40 segments

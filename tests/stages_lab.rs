@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::require_root;
+use common::{paced_one_segment_skbs, relative_error, require_root, UNSEEN_BY_THE_KERNEL};
 use std::time::Duration;
 use tenge_trace::analysis::stages::StagesSummary;
-use tenge_trace::lab::{Lab, LabConfig};
+use tenge_trace::lab::Lab;
 use tenge_trace::probe::{Filters, StageTracer};
 
 /// Packets one interface handled, dropped ones included (`ip -s -j link
@@ -46,28 +46,6 @@ fn lab_packets(lab: &Lab) -> LinkPackets {
     LinkPackets {
         rx: a.rx + b.rx,
         tx: a.tx + b.tx,
-    }
-}
-
-/// Hook hits the kernel ran no program for (README, "What is counted"):
-/// seen on this VM at up to 3% of a few thousand packets, in bursts; plus
-/// the handful of packets veth counts that are not the transfer's TCP (IPv6
-/// neighbour and router discovery).
-const UNSEEN_BY_THE_KERNEL: f64 = 0.05;
-
-fn relative_error(got: u64, want: u64) -> f64 {
-    (got as f64 - want as f64).abs() / want as f64
-}
-
-/// 4 MiB paced at 200 Mbit/s, one MSS per skb (`gso_max_segs 1`), as the
-/// path analysis's lab test: ~2900 data skbs and their ACKs, so a dozen
-/// packets that are not the transfer's stay well inside the tolerance.
-fn paced_one_segment_skbs() -> LabConfig {
-    LabConfig {
-        bytes: 4 << 20,
-        gso_max_segs: Some(1),
-        max_pacing_rate: Some(25_000_000),
-        ..LabConfig::default()
     }
 }
 
