@@ -353,7 +353,7 @@ impl PathAnalyzer {
             let named = std::mem::take(hint).flow;
             self.unhint(named);
         }
-        if let Some(&i) = self.index.get(key) {
+        if let Some(i) = self.index.get(key) {
             self.flows[i].closing = true;
         }
     }
@@ -482,7 +482,7 @@ impl PathAnalyzer {
     fn flow_index(&mut self, key: FlowKey, create: bool) -> Option<usize> {
         let found = match self.last_flow {
             Some((last, found)) if last == key => found,
-            _ => self.index.get(&key).copied(),
+            _ => self.index.get(&key),
         };
         let i = match found {
             Some(i) => i,
