@@ -17,8 +17,11 @@ fn mix(h: u64, word: u64) -> u64 {
 
 impl SlotKey for u64 {
     const VACANT: Self = 0;
+    /// Fibonacci hashing: cookies count up, and multiples of 2^64/φ spread
+    /// evenly over the top bits (FastHasher's 2^64/π lines them up in
+    /// stripes: 19 slots of probing on average with 10k connections).
     fn hash(&self) -> u64 {
-        mix(0, *self)
+        self.wrapping_mul(0x9e37_79b9_7f4a_7c15)
     }
 }
 
@@ -207,5 +210,23 @@ mod tests {
         assert_eq!(table.remove(&(0, 0, 0)), Some(4));
         assert_eq!(table.get(&(0, 0, 0)), None);
         assert_eq!(table.get(&(1, 2, 5)), None);
+    }
+
+    /// Cookies count up: 20000 of them in 32768 slots (61 % full) must sit
+    /// at or next to their home slot, not in runs (1/π multiples gave 19).
+    #[test]
+    fn sequential_cookies_probe_little() {
+        let mut table: OpenTable<u64, usize> = OpenTable::default();
+        let cookies = 1..=20_000u64;
+        for k in cookies.clone() {
+            table.insert(k, 0);
+        }
+        assert_eq!(table.slots.len(), 32768);
+        let mask = table.mask();
+        let displaced: usize = cookies
+            .map(|k| table.find(&k).wrapping_sub(table.home(&k)) & mask)
+            .sum();
+        // Uniform hashing would give about 0.78 per key at this load.
+        assert!(displaced < 20_000 / 4, "{displaced} slots of probing");
     }
 }
