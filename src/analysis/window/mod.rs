@@ -73,9 +73,19 @@ impl Default for WindowConfig {
 /// Time-weighted means of `N` values, each held until the next `set`.
 #[derive(Clone, Debug)]
 pub(crate) struct TimeWeighted<const N: usize> {
-    current: Option<(u64, [u64; N])>,
+    current: Option<Held<N>>,
     sums: [u128; N],
     total_ns: u64,
+}
+
+/// The values set last, and how long they have held so far: a `set` of the
+/// same values only adds time here, and the sums (v × t summed, exact in
+/// integers whether t comes in one piece or several) take it when they change.
+#[derive(Clone, Copy, Debug)]
+struct Held<const N: usize> {
+    since: u64,
+    values: [u64; N],
+    held_ns: u64,
 }
 
 impl<const N: usize> Default for TimeWeighted<N> {
@@ -90,15 +100,26 @@ impl<const N: usize> Default for TimeWeighted<N> {
 
 impl<const N: usize> TimeWeighted<N> {
     pub fn set(&mut self, ts_ns: u64, values: [u64; N]) {
+        if let Some(held) = &mut self.current {
+            if held.values == values {
+                held.held_ns += ts_ns.saturating_sub(held.since);
+                held.since = ts_ns;
+                return;
+            }
+        }
         self.pause(ts_ns);
-        self.current = Some((ts_ns, values));
+        self.current = Some(Held {
+            since: ts_ns,
+            values,
+            held_ns: 0,
+        });
     }
 
     /// Closes the current values at `ts_ns`; nothing is held until the next `set`.
     pub fn pause(&mut self, ts_ns: u64) {
-        if let Some((since, values)) = self.current.take() {
-            let dt = ts_ns.saturating_sub(since);
-            for (sum, v) in self.sums.iter_mut().zip(values) {
+        if let Some(held) = self.current.take() {
+            let dt = held.held_ns + ts_ns.saturating_sub(held.since);
+            for (sum, v) in self.sums.iter_mut().zip(held.values) {
                 *sum += u128::from(v) * u128::from(dt);
             }
             self.total_ns += dt;
