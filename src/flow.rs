@@ -92,6 +92,14 @@ impl<V: Copy + Default> KeyMap<V> {
         }
     }
 
+    /// Starts loading where [`get_event`](Self::get_event) will look (IPv4 keys).
+    #[inline]
+    pub(crate) fn prefetch_event(&self, key: &EventKey) {
+        if let Some(k) = key.v4 {
+            self.v4.prefetch(&k);
+        }
+    }
+
     pub fn get(&self, key: &FlowKey) -> Option<V> {
         match compact_v4(key) {
             Some(k) => self.v4.get(&k),
@@ -120,6 +128,23 @@ impl<V: Copy + Default> KeyMap<V> {
             }
             _ => {}
         }
+    }
+}
+
+/// Starts loading the cache lines `value` spans: a hint, for state an event
+/// a few records on will touch (see [`crate::analysis::Analysis::prefetch`]).
+#[inline(always)]
+pub(crate) fn prefetch<T>(value: &T) {
+    let start = value as *const T as usize;
+    let end = start + std::mem::size_of::<T>().max(1);
+    for line in (start & !63..end).step_by(64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is only a hint: it reads nothing and never faults.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(line as *const i8, std::arch::x86_64::_MM_HINT_T0)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = line;
     }
 }
 
@@ -309,6 +334,32 @@ impl FlowTable {
             .then(|| FlowKey::of(ev, true))
             .flatten()
             .and_then(|k| self.by_key.get(&k))
+    }
+
+    /// Starts loading the table slot a lookup for `ev` reads first: the
+    /// step before [`prefetch`](Self::prefetch), further ahead.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, ev: &Event) {
+        match self.own_cookie(ev) {
+            Some(cookie) => self.cookie_index.prefetch(&cookie),
+            None => self.by_key.prefetch_event(&EventKey::of(ev)),
+        }
+    }
+
+    /// The number of the socket `ev` belongs to, as far as a lookup without
+    /// recording anything finds it, with its counts' cache line on its way
+    /// (see [`crate::analysis::Analysis::prefetch`]).
+    #[inline]
+    pub(crate) fn prefetch(&self, ev: &Event) -> Option<usize> {
+        let i = match self.own_cookie(ev) {
+            Some(cookie) => match self.last {
+                Some((last, i)) if last == cookie => i,
+                _ => self.cookie_index.get(&cookie)?,
+            },
+            None => self.by_key.get_event(&EventKey::of(ev))?,
+        };
+        prefetch(&self.flows.get(i)?.first_ns);
+        Some(i)
     }
 
     /// The cookie of the socket an event belongs to, without recording anything.

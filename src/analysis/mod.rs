@@ -10,6 +10,7 @@ pub use retired::{FoldedTotals, RetireConfig, RetiredTotals, RetirementReport};
 
 use crate::event::Event;
 use crate::flow::{EventKey, FlowInfo, FlowTable};
+use crate::trace_file::Ahead;
 use paths::{PathAnalyzer, PathConfig, PathReport};
 use retired::Retired;
 use serde::Serialize;
@@ -108,6 +109,26 @@ impl Analysis {
             self.retire_due(ev.hdr.ts_ns);
         }
         self.window.push_at(ev, socket)
+    }
+
+    /// Starts loading what pushing the events ahead will touch, called
+    /// with each event pushed ([`for_each_ahead`](crate::trace_file::TraceReader::for_each_ahead)): for the far
+    /// one, the flow table's slot; for the near one, whose slot is there by
+    /// now, the flow table's and the analyses' state of its socket. Their
+    /// cache misses then overlap with the work in between rather than come
+    /// one after the other. A hint: it changes nothing.
+    #[inline]
+    pub fn prefetch(&self, ahead: Ahead<'_>) {
+        if let Some(far) = ahead.far {
+            self.flows.prefetch_slot(far);
+        }
+        if let Some(socket) = ahead
+            .near
+            .and_then(|ev| Some((ev, self.flows.prefetch(ev)?)))
+        {
+            self.paths.prefetch(socket.1);
+            self.window.prefetch(socket.0, socket.1);
+        }
     }
 
     /// Retires the sockets done at trace time `now_ns` (see [`RetireConfig`]),

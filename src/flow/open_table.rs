@@ -95,6 +95,14 @@ impl<K: SlotKey, V: Copy + Default> OpenTable<K, V> {
         (slot.key == *key).then_some(slot.value)
     }
 
+    /// Starts loading the slot a lookup of `key` reads first.
+    #[inline]
+    pub fn prefetch(&self, key: &K) {
+        if !self.slots.is_empty() {
+            super::prefetch(&self.slots[self.home(key)]);
+        }
+    }
+
     /// Sets `key` to `value`; returns the value it replaced.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         if key == K::VACANT {

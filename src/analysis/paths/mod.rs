@@ -32,7 +32,7 @@ mod tx;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};
-use crate::flow::{place, EventKey, KeyMap};
+use crate::flow::{place, prefetch, EventKey, KeyMap};
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
@@ -276,6 +276,14 @@ impl PathAnalyzer {
         };
         if let Some(i) = found {
             self.on_flow_event(ev, i);
+        }
+    }
+
+    /// Starts loading the flow table's socket `socket`'s hint.
+    #[inline]
+    pub(crate) fn prefetch(&self, socket: usize) {
+        if let Some(hint) = self.by_socket.get(socket) {
+            prefetch(hint);
         }
     }
 

@@ -32,7 +32,7 @@ pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
 use crate::event::{addr_text, Body, Event};
-use crate::flow::{place, FastMap};
+use crate::flow::{place, prefetch, FastMap};
 use alerts::{bps, rate, Episode};
 use limits::{estimate_hz, ChronoSample, LimitTracker};
 use receiver::ReceiverSide;
@@ -650,6 +650,21 @@ impl WindowAnalyzer {
             return Alerts::take(&mut self.alerts);
         }
         Alerts::none()
+    }
+
+    /// Starts loading the state of socket `socket` if `ev` is one of its window events.
+    #[inline]
+    pub(crate) fn prefetch(&self, ev: &Event, socket: usize) {
+        if ev.hdr.sock_cookie != 0
+            && matches!(
+                ev.body,
+                Body::WindowAdv(_) | Body::TcpRcv(_) | Body::Sendmsg(_)
+            )
+        {
+            if let Some(i) = self.flow_at(socket) {
+                prefetch(&self.flows[i]);
+            }
+        }
     }
 
     #[inline(never)]
