@@ -135,16 +135,22 @@ impl<V: Copy + Default> KeyMap<V> {
 /// a few records on will touch (see [`crate::analysis::Analysis::prefetch`]).
 #[inline(always)]
 pub(crate) fn prefetch<T>(value: &T) {
-    let start = value as *const T as usize;
-    let end = start + std::mem::size_of::<T>().max(1);
-    for line in (start & !63..end).step_by(64) {
+    prefetch_span(value, value);
+}
+
+/// Starts loading the cache lines from `first` to the end of `last` (a field
+/// after it in the same struct): the part of a struct an event touches.
+#[inline(always)]
+pub(crate) fn prefetch_span<A, B>(first: &A, last: &B) {
+    let mut line = first as *const A as usize & !63;
+    let end = last as *const B as usize + std::mem::size_of::<B>();
+    while line < end {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch is only a hint: it reads nothing and never faults.
         unsafe {
             std::arch::x86_64::_mm_prefetch(line as *const i8, std::arch::x86_64::_MM_HINT_T0)
         };
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = line;
+        line += 64;
     }
 }
 

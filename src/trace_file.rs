@@ -449,21 +449,27 @@ impl TraceReader {
         const RING: usize = (FAR + 1).next_power_of_two();
         let mut ring = [Event::zeroed(); RING];
         loop {
-            // Records of this block decoded, and given to `f`.
-            let (mut decoded, mut given) = (0, 0);
-            loop {
-                let more = self.decode_next(&mut ring[decoded % RING]);
-                decoded += usize::from(more);
-                if more && decoded - given <= FAR {
-                    continue;
-                }
-                if given == decoded {
-                    break;
-                }
-                let at = |k: usize| (k < decoded).then(|| &ring[k % RING]);
+            // Records of this block decoded, and given to `f`: the first FAR
+            // decoded, then one given per record decoded, then the rest given.
+            let mut decoded = 0;
+            while decoded < FAR && self.decode_next(&mut ring[decoded]) {
+                decoded += 1;
+            }
+            let mut given = 0;
+            while decoded == given + FAR && self.decode_next(&mut ring[decoded % RING]) {
                 let ahead = Ahead {
-                    near: at(given + LOOK_AHEAD),
-                    far: at(given + FAR),
+                    near: Some(&ring[(given + LOOK_AHEAD) % RING]),
+                    far: Some(&ring[decoded % RING]),
+                };
+                f(&ring[given % RING], ahead);
+                decoded += 1;
+                given += 1;
+            }
+            while given < decoded {
+                let near = given + LOOK_AHEAD;
+                let ahead = Ahead {
+                    near: (near < decoded).then(|| &ring[near % RING]),
+                    far: None,
                 };
                 f(&ring[given % RING], ahead);
                 given += 1;

@@ -360,6 +360,11 @@ impl LimitTracker {
         BUSY_LIMITS.iter().map(|&l| self.ns[l as usize]).sum()
     }
 
+    /// Starts loading what an event touches but the recent slots.
+    pub fn prefetch(&self) {
+        crate::flow::prefetch_span(self, &self.recent.closed);
+    }
+
     /// Busy time charged to each limit so far (our per-event figures).
     pub fn limited(&self) -> LimitTimes {
         LimitTimes {

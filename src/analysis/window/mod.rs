@@ -32,7 +32,7 @@ pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
 use crate::event::{addr_text, Body, Event};
-use crate::flow::{place, prefetch, FastMap};
+use crate::flow::{place, prefetch_span, FastMap};
 use alerts::{bps, rate, Episode};
 use limits::{estimate_hz, ChronoSample, LimitTracker};
 use receiver::ReceiverSide;
@@ -662,7 +662,10 @@ impl WindowAnalyzer {
             )
         {
             if let Some(i) = self.flow_at(socket) {
-                prefetch(&self.flows[i]);
+                let flow = &self.flows[i];
+                prefetch_span(&flow.cookie, &flow.tx);
+                flow.rx.prefetch();
+                flow.limits.prefetch();
             }
         }
     }

@@ -339,6 +339,11 @@ impl ReceiverSide {
         })
     }
 
+    /// Starts loading what a window touches but the loss ring (one line of it).
+    pub fn prefetch(&self) {
+        crate::flow::prefetch_span(self, &self.report);
+    }
+
     fn push_loss(&mut self, lost: u64, free: u64) {
         let entry = (
             lost.min(u64::from(u32::MAX)) as u32,
