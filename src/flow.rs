@@ -381,6 +381,7 @@ impl FlowTable {
     }
 
     /// The cookie an event carries of its own socket (not an incoming packet's).
+    #[inline]
     fn own_cookie(&self, ev: &Event) -> Option<u64> {
         match ev.hdr.sock_cookie {
             0 => None,
@@ -503,6 +504,7 @@ pub(crate) struct EventKey<'a> {
 }
 
 impl<'a> EventKey<'a> {
+    #[inline]
     pub fn of(ev: &'a Event) -> EventKey<'a> {
         let v4 = FlowKey::v4_words(ev, is_outgoing(ev))
             // IPv4-mapped IPv6 ends are IPv4 ends.

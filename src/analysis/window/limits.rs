@@ -361,6 +361,7 @@ impl LimitTracker {
     }
 
     /// Starts loading what an event touches but the recent slots.
+    #[inline]
     pub fn prefetch(&self) {
         crate::flow::prefetch_span(self, &self.recent.closed);
     }

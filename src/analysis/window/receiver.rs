@@ -340,6 +340,7 @@ impl ReceiverSide {
     }
 
     /// Starts loading what a window touches but the loss ring (one line of it).
+    #[inline]
     pub fn prefetch(&self) {
         crate::flow::prefetch_span(self, &self.report);
     }
