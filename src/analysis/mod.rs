@@ -8,7 +8,7 @@ pub mod window;
 
 pub use retired::{FoldedTotals, RetireConfig, RetiredTotals, RetirementReport};
 
-use crate::event::Event;
+use crate::event::{is_incoming_packet, Event};
 use crate::flow::{EventKey, FlowInfo, FlowTable};
 use crate::trace_file::Ahead;
 use paths::{PathAnalyzer, PathConfig, PathReport};
@@ -37,6 +37,9 @@ pub struct Analysis {
     events: u64,
     first_ns: Option<u64>,
     last_ns: u64,
+    /// The own cookie of the latest event [`prefetch`](Self::prefetch) loaded
+    /// a socket's state for (0: none), and whether with its window state.
+    ahead_loaded: (u64, bool),
 }
 
 /// Where the events came from, for the report's header.
@@ -91,6 +94,7 @@ impl Analysis {
             events: 0,
             first_ns: None,
             last_ns: 0,
+            ahead_loaded: (0, false),
         }
     }
 
@@ -118,16 +122,26 @@ impl Analysis {
     /// cache misses then overlap with the work in between rather than come
     /// one after the other. A hint: it changes nothing.
     #[inline]
-    pub fn prefetch(&self, ahead: Ahead<'_>) {
+    pub fn prefetch(&mut self, ahead: Ahead<'_>) {
         if let Some(far) = ahead.far {
             self.flows.prefetch_slot(far);
         }
-        if let Some(socket) = ahead
-            .near
-            .and_then(|ev| Some((ev, self.flows.prefetch(ev)?)))
+        let Some(near) = ahead.near else {
+            return;
+        };
+        // A run of one socket's own events: loaded for the first of them
+        // (window state included once one of them was a window event).
+        let cookie = Some(near.hdr.sock_cookie).filter(|_| !is_incoming_packet(near.hdr.kind));
+        let window = WindowAnalyzer::takes(near);
+        if cookie.is_some_and(|c| c != 0 && self.ahead_loaded == (c, true))
+            || cookie.is_some_and(|c| c != 0 && !window && self.ahead_loaded.0 == c)
         {
-            self.paths.prefetch(socket.1);
-            self.window.prefetch(socket.0, socket.1);
+            return;
+        }
+        self.ahead_loaded = (cookie.unwrap_or(0), window);
+        if let Some(socket) = self.flows.prefetch(near) {
+            self.paths.prefetch(socket);
+            self.window.prefetch(near, socket);
         }
     }
 

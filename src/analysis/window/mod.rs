@@ -639,28 +639,27 @@ impl WindowAnalyzer {
     /// them then costs two tests, not a call to the analysis.
     #[inline]
     pub(crate) fn push_at(&mut self, ev: &Event, socket: Option<usize>) -> Alerts<'_> {
-        let cookie = ev.hdr.sock_cookie;
-        if cookie != 0
-            && matches!(
-                ev.body,
-                Body::WindowAdv(_) | Body::TcpRcv(_) | Body::Sendmsg(_)
-            )
-        {
-            self.analyze(ev, cookie, socket);
+        if Self::takes(ev) {
+            self.analyze(ev, ev.hdr.sock_cookie, socket);
             return Alerts::take(&mut self.alerts);
         }
         Alerts::none()
     }
 
-    /// Starts loading the state of socket `socket` if `ev` is one of its window events.
+    /// Whether `ev` is an event the window analyses take.
     #[inline]
-    pub(crate) fn prefetch(&self, ev: &Event, socket: usize) {
-        if ev.hdr.sock_cookie != 0
+    pub(crate) fn takes(ev: &Event) -> bool {
+        ev.hdr.sock_cookie != 0
             && matches!(
                 ev.body,
                 Body::WindowAdv(_) | Body::TcpRcv(_) | Body::Sendmsg(_)
             )
-        {
+    }
+
+    /// Starts loading the state of socket `socket` if `ev` is one of its window events.
+    #[inline]
+    pub(crate) fn prefetch(&self, ev: &Event, socket: usize) {
+        if Self::takes(ev) {
             if let Some(i) = self.flow_at(socket) {
                 let flow = &self.flows[i];
                 prefetch_span(&flow.cookie, &flow.tx);
