@@ -7,10 +7,12 @@
 
 use crate::event::{addr_text, is_incoming_packet, v4_word, Body, Event, FlowKey};
 use serde::Serialize;
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
+
+mod open_table;
+use open_table::OpenTable;
 
 /// rustc's FxHash: a multiply and a rotate per word. Every event looks up
 /// its flow, and SipHash (std's default, built against hash flooding) was a
@@ -56,17 +58,18 @@ impl Hasher for FastHasher {
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
 /// A map by [`FlowKey`] that keeps IPv4 keys in 20 bytes, not 68: with 10k
-/// sockets the table then stays in cache, and a lookup compares three words.
+/// sockets the table then stays in cache, and a lookup compares three words
+/// on one cache line.
 #[derive(Debug)]
 pub struct KeyMap<V> {
-    v4: FastMap<(u32, u64, u64), V>,
+    v4: OpenTable<(u32, u64, u64), V>,
     other: FastMap<FlowKey, V>,
 }
 
-impl<V> Default for KeyMap<V> {
+impl<V: Copy + Default> Default for KeyMap<V> {
     fn default() -> Self {
         KeyMap {
-            v4: FastMap::default(),
+            v4: OpenTable::default(),
             other: FastMap::default(),
         }
     }
@@ -80,19 +83,27 @@ pub(crate) fn compact_v4(key: &FlowKey) -> Option<(u32, u64, u64)> {
     }
 }
 
-impl<V> KeyMap<V> {
+impl<V: Copy + Default> KeyMap<V> {
     /// The value under an event's key.
-    pub(crate) fn get_event(&self, key: &EventKey) -> Option<&V> {
+    pub(crate) fn get_event(&self, key: &EventKey) -> Option<V> {
         match key.v4 {
             Some(k) => self.v4.get(&k),
-            None => self.other.get(&key.full()?),
+            None => self.other.get(&key.full()?).copied(),
         }
     }
 
-    pub fn get(&self, key: &FlowKey) -> Option<&V> {
+    /// Starts loading where [`get_event`](Self::get_event) will look (IPv4 keys).
+    #[inline]
+    pub(crate) fn prefetch_event(&self, key: &EventKey) {
+        if let Some(k) = key.v4 {
+            self.v4.prefetch(&k);
+        }
+    }
+
+    pub fn get(&self, key: &FlowKey) -> Option<V> {
         match compact_v4(key) {
             Some(k) => self.v4.get(&k),
-            None => self.other.get(key),
+            None => self.other.get(key).copied(),
         }
     }
 
@@ -109,7 +120,7 @@ impl<V> KeyMap<V> {
         V: PartialEq,
     {
         match compact_v4(key) {
-            Some(k) if self.v4.get(&k) == Some(value) => {
+            Some(k) if self.v4.get(&k).as_ref() == Some(value) => {
                 self.v4.remove(&k);
             }
             None if self.other.get(key) == Some(value) => {
@@ -117,6 +128,29 @@ impl<V> KeyMap<V> {
             }
             _ => {}
         }
+    }
+}
+
+/// Starts loading the cache lines `value` spans: a hint, for state an event
+/// a few records on will touch (see [`crate::analysis::Analysis::prefetch`]).
+#[inline(always)]
+pub(crate) fn prefetch<T>(value: &T) {
+    prefetch_span(value, value);
+}
+
+/// Starts loading the cache lines from `first` to the end of `last` (a field
+/// after it in the same struct): the part of a struct an event touches.
+#[inline(always)]
+pub(crate) fn prefetch_span<A, B>(first: &A, last: &B) {
+    let mut line = first as *const A as usize & !63;
+    let end = last as *const B as usize + std::mem::size_of::<B>();
+    while line < end {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is only a hint: it reads nothing and never faults.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(line as *const i8, std::arch::x86_64::_MM_HINT_T0)
+        };
+        line += 64;
     }
 }
 
@@ -172,6 +206,8 @@ pub struct FlowTable {
     /// themselves made the table 6 MB at 10k connections. Listings walk this
     /// map, so ties come out in the map's order, as when it held the sockets.
     by_cookie: FastMap<u64, usize>,
+    /// The same, for lookups: a cookie and its index on one cache line.
+    cookie_index: OpenTable<u64, usize>,
     /// The latest cookie looked up and its index: a socket's events come in runs.
     last: Option<(u64, usize)>,
     /// Whether `flows[i]` has its addresses: asked at every event with its
@@ -261,15 +297,21 @@ impl FlowTable {
     /// [`index_of_own`](Self::index_of_own) past the latest socket: a hash lookup.
     #[inline(never)]
     fn look_up_own(&mut self, cookie: u64, ev: &Event) -> usize {
-        let i = match self.by_cookie.entry(cookie) {
-            Entry::Occupied(i) => *i.get(),
-            Entry::Vacant(slot) => {
-                let i = place(&mut self.flows, &mut self.free, new_flow(cookie, ev));
-                self.named.resize(self.flows.len(), false);
-                *slot.insert(i)
-            }
+        let i = match self.cookie_index.get(&cookie) {
+            Some(i) => i,
+            None => self.add(cookie, ev),
         };
         self.last = Some((cookie, i));
+        i
+    }
+
+    /// A socket first seen: its number.
+    #[cold]
+    fn add(&mut self, cookie: u64, ev: &Event) -> usize {
+        let i = place(&mut self.flows, &mut self.free, new_flow(cookie, ev));
+        self.named.resize(self.flows.len(), false);
+        self.by_cookie.insert(cookie, i);
+        self.cookie_index.insert(cookie, i);
         i
     }
 
@@ -285,7 +327,7 @@ impl FlowTable {
     /// [`index_by_key`](Self::index_by_key) past the latest key: a hash lookup.
     #[inline(never)]
     fn look_up_key(&mut self, ev: &Event, key: &EventKey) -> Option<usize> {
-        let found = self.by_key.get_event(key).copied();
+        let found = self.by_key.get_event(key);
         if let (Some(i), Some(v4)) = (found, key.v4) {
             self.last_key = Some((v4, i));
         }
@@ -297,7 +339,33 @@ impl FlowTable {
         matches!(ev.body, Body::KfreeSkb(_))
             .then(|| FlowKey::of(ev, true))
             .flatten()
-            .and_then(|k| self.by_key.get(&k).copied())
+            .and_then(|k| self.by_key.get(&k))
+    }
+
+    /// Starts loading the table slot a lookup for `ev` reads first: the
+    /// step before [`prefetch`](Self::prefetch), further ahead.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, ev: &Event) {
+        match self.own_cookie(ev) {
+            Some(cookie) => self.cookie_index.prefetch(&cookie),
+            None => self.by_key.prefetch_event(&EventKey::of(ev)),
+        }
+    }
+
+    /// The number of the socket `ev` belongs to, as far as a lookup without
+    /// recording anything finds it, with its counts' cache line on its way
+    /// (see [`crate::analysis::Analysis::prefetch`]).
+    #[inline]
+    pub(crate) fn prefetch(&self, ev: &Event) -> Option<usize> {
+        let i = match self.own_cookie(ev) {
+            Some(cookie) => match self.last {
+                Some((last, i)) if last == cookie => i,
+                _ => self.cookie_index.get(&cookie)?,
+            },
+            None => self.by_key.get_event(&EventKey::of(ev))?,
+        };
+        prefetch(&self.flows.get(i)?.first_ns);
+        Some(i)
     }
 
     /// The cookie of the socket an event belongs to, without recording anything.
@@ -306,13 +374,14 @@ impl FlowTable {
             Some(cookie) => Some(cookie),
             None => {
                 let key = EventKey::of(ev);
-                let found = self.by_key.get_event(&key).copied();
+                let found = self.by_key.get_event(&key);
                 Some(self.flows[found.or_else(|| self.drop_on_other_path(ev))?].sock_cookie)
             }
         }
     }
 
     /// The cookie an event carries of its own socket (not an incoming packet's).
+    #[inline]
     fn own_cookie(&self, ev: &Event) -> Option<u64> {
         match ev.hdr.sock_cookie {
             0 => None,
@@ -322,7 +391,7 @@ impl FlowTable {
     }
 
     pub fn get(&self, cookie: u64) -> Option<&FlowInfo> {
-        self.by_cookie.get(&cookie).map(|&i| &self.flows[i])
+        self.cookie_index.get(&cookie).map(|i| &self.flows[i])
     }
 
     /// Sockets in the map's order.
@@ -388,6 +457,7 @@ impl FlowTable {
         let cookie = self.flows[i].sock_cookie;
         let info = std::mem::replace(&mut self.flows[i], new_flow(0, &Event::zeroed()));
         self.by_cookie.remove(&cookie);
+        self.cookie_index.remove(&cookie);
         if self.named[i] {
             self.by_key.remove_if(&info.key, &i);
             self.named[i] = false;
@@ -434,6 +504,7 @@ pub(crate) struct EventKey<'a> {
 }
 
 impl<'a> EventKey<'a> {
+    #[inline]
     pub fn of(ev: &'a Event) -> EventKey<'a> {
         let v4 = FlowKey::v4_words(ev, is_outgoing(ev))
             // IPv4-mapped IPv6 ends are IPv4 ends.
@@ -583,7 +654,7 @@ mod tests {
             assert_eq!(map.insert(*k, i), None);
         }
         for (i, k) in keys.iter().enumerate() {
-            assert_eq!(map.get(k), Some(&i));
+            assert_eq!(map.get(k), Some(i));
         }
         assert_eq!(map.insert(keys[4], 9), Some(4));
         assert_eq!(map.get(&key(3, "10.0.0.1:5000", "10.0.0.2:80")), None);

@@ -30,6 +30,18 @@ mod output;
 /// Records are checksummed in blocks of about this size: big enough to
 /// amortise the checksum, small enough to lose little to a bad byte.
 const BLOCK_BYTES: usize = 256 * 1024;
+/// How far [`TraceReader::for_each_ahead`] looks ahead, in records: about as
+/// many events as replaying takes for a load from memory to arrive.
+pub const LOOK_AHEAD: usize = 8;
+
+/// The events [`TraceReader::for_each_ahead`] shows beside the current one.
+#[derive(Clone, Copy, Default)]
+pub struct Ahead<'a> {
+    /// [`LOOK_AHEAD`] records on.
+    pub near: Option<&'a Event>,
+    /// Twice as far.
+    pub far: Option<&'a Event>,
+}
 /// Bytes staged between two writes to the file: a direct write's fixed cost
 /// (pinning the pages, the request) is then small per byte.
 const WRITE_BYTES: usize = 1 << 20;
@@ -424,6 +436,57 @@ impl TraceReader {
             .expect("the loop ends only after the trailer"))
     }
 
+    /// [`for_each`](Self::for_each) that also shows `f`, with each event, the
+    /// ones [`LOOK_AHEAD`] and twice that many records on in the same block
+    /// (if any): time to start loading what they will need (see
+    /// [`Analysis::prefetch`](crate::analysis::Analysis::prefetch)). Records
+    /// are decoded once, into a ring, that far ahead of `f`.
+    pub fn for_each_ahead(
+        &mut self,
+        mut f: impl FnMut(&Event, Ahead<'_>),
+    ) -> Result<&TraceSummary, TraceError> {
+        const FAR: usize = 2 * LOOK_AHEAD;
+        const RING: usize = (FAR + 1).next_power_of_two();
+        let mut ring = [Event::zeroed(); RING];
+        loop {
+            // Records of this block decoded, and given to `f`: the first FAR
+            // decoded, then one given per record decoded, then the rest given.
+            let mut decoded = 0;
+            while decoded < FAR && self.decode_next(&mut ring[decoded]) {
+                decoded += 1;
+            }
+            let mut given = 0;
+            while decoded == given + FAR && self.decode_next(&mut ring[decoded % RING]) {
+                let ahead = Ahead {
+                    near: Some(&ring[(given + LOOK_AHEAD) % RING]),
+                    far: Some(&ring[decoded % RING]),
+                };
+                f(&ring[given % RING], ahead);
+                decoded += 1;
+                given += 1;
+            }
+            while given < decoded {
+                let near = given + LOOK_AHEAD;
+                let ahead = Ahead {
+                    near: (near < decoded).then(|| &ring[near % RING]),
+                    far: None,
+                };
+                f(&ring[given % RING], ahead);
+                given += 1;
+            }
+            if self.pos < self.block.len() {
+                return Err(self.bad_record());
+            }
+            if self.summary.is_some() || !self.next_block()? {
+                break;
+            }
+        }
+        Ok(self
+            .summary
+            .as_ref()
+            .expect("the loop ends only after the trailer"))
+    }
+
     /// Decodes the record at `pos` into `ev`; false at the end of the block
     /// or at a record that is not one ([`bad_record`](Self::bad_record) then says which).
     #[inline(always)]
@@ -716,6 +779,36 @@ mod tests {
             b.encode(&mut y);
             assert_eq!(x, y);
         }
+    }
+
+    #[test]
+    fn reading_ahead_gives_every_event_in_order_with_the_ones_ahead() {
+        let path = tmp("ahead.ttr");
+        let evs = events(10_000);
+        let summary = write(&path, &evs);
+        let mut r = TraceReader::open(&path).unwrap();
+        let (mut seen, mut near_missing) = (Vec::new(), 0);
+        let got = r
+            .for_each_ahead(|ev, ahead| {
+                // The events' ts_ns number them.
+                let ts = ev.hdr.ts_ns;
+                seen.push(ts);
+                match ahead.near {
+                    Some(near) => assert_eq!(near.hdr.ts_ns, ts + LOOK_AHEAD as u64),
+                    None => near_missing += 1,
+                }
+                if let Some(far) = ahead.far {
+                    assert_eq!(far.hdr.ts_ns, ts + 2 * LOOK_AHEAD as u64);
+                }
+            })
+            .unwrap()
+            .clone();
+        assert_eq!(got, summary);
+        assert_eq!(seen, (0..10_000).collect::<Vec<u64>>());
+        // Only the last LOOK_AHEAD events of each block have none: the
+        // 10000 records (about 100 bytes) fill four 256 KiB blocks.
+        let blocks = 10_000 * record_len(evs[0].hdr.kind).unwrap() / BLOCK_BYTES + 1;
+        assert_eq!(near_missing, blocks * LOOK_AHEAD);
     }
 
     #[test]

@@ -41,7 +41,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     cfg.retire = retire_config(&args.retire, false)?;
     let mut analysis = Analysis::new(cfg);
     let summary = reader
-        .for_each(|ev| analysis.push(ev).for_each(drop))?
+        .for_each_ahead(|ev, ahead| {
+            analysis.prefetch(ahead);
+            analysis.push(ev).for_each(drop)
+        })?
         .clone();
     let report = analysis.finish(Provenance {
         kernel_release: meta.kernel_release,

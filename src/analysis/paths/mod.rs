@@ -33,7 +33,7 @@ pub(crate) use report::{aligned, micros};
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};
-use crate::flow::{place, EventKey, KeyMap};
+use crate::flow::{place, prefetch, EventKey, KeyMap};
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
@@ -280,6 +280,14 @@ impl PathAnalyzer {
         }
     }
 
+    /// Starts loading the flow table's socket `socket`'s hint.
+    #[inline]
+    pub(crate) fn prefetch(&self, socket: usize) {
+        if let Some(hint) = self.by_socket.get(socket) {
+            prefetch(hint);
+        }
+    }
+
     /// Time moved on to `ts`: packets that made no progress for too long are swept now and then.
     #[inline(never)]
     fn advance_clock(&mut self, ts: u64) {
@@ -354,7 +362,7 @@ impl PathAnalyzer {
             let named = std::mem::take(hint).flow;
             self.unhint(named);
         }
-        if let Some(&i) = self.index.get(key) {
+        if let Some(i) = self.index.get(key) {
             self.flows[i].closing = true;
         }
     }
@@ -483,7 +491,7 @@ impl PathAnalyzer {
     fn flow_index(&mut self, key: FlowKey, create: bool) -> Option<usize> {
         let found = match self.last_flow {
             Some((last, found)) if last == key => found,
-            _ => self.index.get(&key).copied(),
+            _ => self.index.get(&key),
         };
         let i = match found {
             Some(i) => i,

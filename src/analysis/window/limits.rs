@@ -122,17 +122,21 @@ impl SenderState {
 }
 
 /// Time per limit over the last `span_ns`, in `BUCKETS` slots aligned to absolute time.
-/// In C order: the slots, of which an event touches one, last.
+/// In C order: the slots, which an event touches only when the newest one
+/// closes, last.
 #[derive(Debug)]
 #[repr(C)]
 struct RecentWindow {
     bucket_ns: u64,
     /// Absolute index (`t / bucket_ns`) of the newest slot.
     head: u64,
-    /// The slots summed, kept as they change: every ACK reads the fractions,
-    /// and summing the slots then read four cache lines per socket.
-    sum: [u64; 4],
-    /// Per slot: ns rwnd, cwnd, sndbuf, and all observed time.
+    /// The newest slot, kept here until it closes: most events fall in it.
+    current: [u64; 4],
+    /// The other slots summed, kept as they change: every ACK reads the
+    /// fractions, and summing the slots then read four cache lines per socket.
+    closed: [u64; 4],
+    /// Per slot: ns rwnd, cwnd, sndbuf, and all observed time; the newest
+    /// one's (`head`) is in `current` until it closes.
     slots: [[u64; 4]; BUCKETS],
 }
 
@@ -143,8 +147,9 @@ impl RecentWindow {
         RecentWindow {
             bucket_ns: (span_ns / BUCKETS as u64).max(1),
             head: 0,
+            current: [0; 4],
+            closed: [0; 4],
             slots: [[0; 4]; BUCKETS],
-            sum: [0; 4],
         }
     }
 
@@ -160,31 +165,40 @@ impl RecentWindow {
         while t < t1 {
             let index = t / self.bucket_ns;
             if index > self.head {
-                for skipped in (self.head + 1..=index).take(BUCKETS) {
-                    let old = std::mem::take(&mut self.slots[(skipped % BUCKETS as u64) as usize]);
-                    for (s, v) in self.sum.iter_mut().zip(old) {
-                        *s -= v;
-                    }
-                }
-                self.head = index;
+                self.rotate(index);
             }
             let end = ((index + 1) * self.bucket_ns).min(t1);
-            let slot = &mut self.slots[(index % BUCKETS as u64) as usize];
-            slot[3] += end - t;
-            self.sum[3] += end - t;
+            self.current[3] += end - t;
             if let Some(c) = column {
-                slot[c] += end - t;
-                self.sum[c] += end - t;
+                self.current[c] += end - t;
             }
             t = end;
         }
+    }
+
+    /// Closes the newest slot and drops the ones that fall out of the span
+    /// when slot `index` becomes the newest.
+    #[inline(never)]
+    fn rotate(&mut self, index: u64) {
+        let newest = std::mem::take(&mut self.current);
+        self.slots[(self.head % BUCKETS as u64) as usize] = newest;
+        for (s, v) in self.closed.iter_mut().zip(newest) {
+            *s += v;
+        }
+        for skipped in (self.head + 1..=index).take(BUCKETS) {
+            let old = std::mem::take(&mut self.slots[(skipped % BUCKETS as u64) as usize]);
+            for (s, v) in self.closed.iter_mut().zip(old) {
+                *s -= v;
+            }
+        }
+        self.head = index;
     }
 
     /// Fractions of observed time (rwnd, cwnd, sndbuf), once at least
     /// `min_observed_ns` is observed (every ACK asks, and most are turned
     /// away before dividing).
     fn fractions(&self, min_observed_ns: u64) -> Option<[f64; 3]> {
-        let sum = self.sum;
+        let sum: [u64; 4] = std::array::from_fn(|c| self.closed[c] + self.current[c]);
         if sum[3] < min_observed_ns {
             return None;
         }
@@ -344,6 +358,12 @@ impl LimitTracker {
 
     pub fn busy_ns(&self) -> u64 {
         BUSY_LIMITS.iter().map(|&l| self.ns[l as usize]).sum()
+    }
+
+    /// Starts loading what an event touches but the recent slots.
+    #[inline]
+    pub fn prefetch(&self) {
+        crate::flow::prefetch_span(self, &self.recent.closed);
     }
 
     /// Busy time charged to each limit so far (our per-event figures).
@@ -510,20 +530,25 @@ mod tests {
         // A gap longer than the span clears everything before it.
         w.add(300, 1000, Limit::App);
         assert_eq!(w.fractions(200), Some([0.0, 0.0, 0.0]));
-        // Partial slots, and the running sums against the slots themselves.
+        // Partial slots, and the running sums against the slots themselves
+        // (the newest one's figures are in `current` until it closes).
         for (t0, t1, limit) in [(1010, 1033, Limit::Sndbuf), (1033, 1190, Limit::Rwnd)] {
             w.add(t0, t1, limit);
-            let mut summed = [0; 4];
-            for slot in &w.slots {
-                for (s, v) in summed.iter_mut().zip(slot) {
-                    *s += v;
+            let mut closed = [0; 4];
+            for (k, slot) in w.slots.iter().enumerate() {
+                if k as u64 != w.head % BUCKETS as u64 {
+                    for (s, v) in closed.iter_mut().zip(slot) {
+                        *s += v;
+                    }
                 }
             }
-            assert_eq!(w.sum, summed);
+            assert_eq!(w.closed, closed);
         }
-        // Slots 1000..1200 only: 23 sndbuf, 157 rwnd (1000..1010 was not charged).
-        assert_eq!(w.sum[3], 180);
-        assert_eq!(w.sum[..3], [157, 0, 23]);
+        // Slots 1000..1200 only: 23 sndbuf, 157 rwnd (1000..1010 was not charged);
+        // the newest, 1175..1200, holds 15 of rwnd.
+        assert_eq!(w.current, [15, 0, 0, 15]);
+        assert_eq!(w.closed, [142, 0, 23, 165]);
+        assert_eq!(w.fractions(180), Some([157.0 / 180.0, 0.0, 23.0 / 180.0]));
     }
 
     #[test]

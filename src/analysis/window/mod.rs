@@ -32,7 +32,7 @@ pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
 use crate::event::{addr_text, Body, Event};
-use crate::flow::{place, FastMap};
+use crate::flow::{place, prefetch_span, FastMap};
 use alerts::{bps, rate, Episode};
 use limits::{estimate_hz, ChronoSample, LimitTracker};
 use receiver::ReceiverSide;
@@ -73,9 +73,19 @@ impl Default for WindowConfig {
 /// Time-weighted means of `N` values, each held until the next `set`.
 #[derive(Clone, Debug)]
 pub(crate) struct TimeWeighted<const N: usize> {
-    current: Option<(u64, [u64; N])>,
+    current: Option<Held<N>>,
     sums: [u128; N],
     total_ns: u64,
+}
+
+/// The values set last, and how long they have held so far: a `set` of the
+/// same values only adds time here, and the sums (v × t summed, exact in
+/// integers whether t comes in one piece or several) take it when they change.
+#[derive(Clone, Copy, Debug)]
+struct Held<const N: usize> {
+    since: u64,
+    values: [u64; N],
+    held_ns: u64,
 }
 
 impl<const N: usize> Default for TimeWeighted<N> {
@@ -90,15 +100,26 @@ impl<const N: usize> Default for TimeWeighted<N> {
 
 impl<const N: usize> TimeWeighted<N> {
     pub fn set(&mut self, ts_ns: u64, values: [u64; N]) {
+        if let Some(held) = &mut self.current {
+            if held.values == values {
+                held.held_ns += ts_ns.saturating_sub(held.since);
+                held.since = ts_ns;
+                return;
+            }
+        }
         self.pause(ts_ns);
-        self.current = Some((ts_ns, values));
+        self.current = Some(Held {
+            since: ts_ns,
+            values,
+            held_ns: 0,
+        });
     }
 
     /// Closes the current values at `ts_ns`; nothing is held until the next `set`.
     pub fn pause(&mut self, ts_ns: u64) {
-        if let Some((since, values)) = self.current.take() {
-            let dt = ts_ns.saturating_sub(since);
-            for (sum, v) in self.sums.iter_mut().zip(values) {
+        if let Some(held) = self.current.take() {
+            let dt = held.held_ns + ts_ns.saturating_sub(held.since);
+            for (sum, v) in self.sums.iter_mut().zip(held.values) {
                 *sum += u128::from(v) * u128::from(dt);
             }
             self.total_ns += dt;
@@ -618,17 +639,34 @@ impl WindowAnalyzer {
     /// them then costs two tests, not a call to the analysis.
     #[inline]
     pub(crate) fn push_at(&mut self, ev: &Event, socket: Option<usize>) -> Alerts<'_> {
-        let cookie = ev.hdr.sock_cookie;
-        if cookie != 0
+        if Self::takes(ev) {
+            self.analyze(ev, ev.hdr.sock_cookie, socket);
+            return Alerts::take(&mut self.alerts);
+        }
+        Alerts::none()
+    }
+
+    /// Whether `ev` is an event the window analyses take.
+    #[inline]
+    pub(crate) fn takes(ev: &Event) -> bool {
+        ev.hdr.sock_cookie != 0
             && matches!(
                 ev.body,
                 Body::WindowAdv(_) | Body::TcpRcv(_) | Body::Sendmsg(_)
             )
-        {
-            self.analyze(ev, cookie, socket);
-            return Alerts::take(&mut self.alerts);
+    }
+
+    /// Starts loading the state of socket `socket` if `ev` is one of its window events.
+    #[inline]
+    pub(crate) fn prefetch(&self, ev: &Event, socket: usize) {
+        if Self::takes(ev) {
+            if let Some(i) = self.flow_at(socket) {
+                let flow = &self.flows[i];
+                prefetch_span(&flow.cookie, &flow.tx);
+                flow.rx.prefetch();
+                flow.limits.prefetch();
+            }
         }
-        Alerts::none()
     }
 
     #[inline(never)]

@@ -187,6 +187,11 @@ pub(super) struct ReceiverSide {
     loss_filled: usize,
     loss_sum: u64,
     free_sum: u64,
+    /// The newest entry of the ring, and how many in a row were the same
+    /// (counted up to `LOSS_EVENTS + 1`): once every slot holds it, a steady
+    /// window leaves the ring as it is.
+    loss_last: (u32, u32),
+    loss_repeats: usize,
     /// free space, advertised, sender-usable, lost.
     means: TimeWeighted<4>,
     report: ReceiveWindow,
@@ -211,6 +216,8 @@ impl Default for ReceiverSide {
             loss_filled: 0,
             loss_sum: 0,
             free_sum: 0,
+            loss_last: (0, 0),
+            loss_repeats: 0,
         }
     }
 }
@@ -332,14 +339,29 @@ impl ReceiverSide {
         })
     }
 
+    /// Starts loading what a window touches but the loss ring (one line of it).
+    #[inline]
+    pub fn prefetch(&self) {
+        crate::flow::prefetch_span(self, &self.report);
+    }
+
     fn push_loss(&mut self, lost: u64, free: u64) {
         let entry = (
             lost.min(u64::from(u32::MAX)) as u32,
             free.min(u64::from(u32::MAX)) as u32,
         );
-        let old = std::mem::replace(&mut self.loss_ring[self.loss_next], entry);
-        self.loss_sum = self.loss_sum + u64::from(entry.0) - u64::from(old.0);
-        self.free_sum = self.free_sum + u64::from(entry.1) - u64::from(old.1);
+        self.loss_repeats = if entry == self.loss_last {
+            (self.loss_repeats + 1).min(LOSS_EVENTS + 1)
+        } else {
+            1
+        };
+        self.loss_last = entry;
+        // Unless the `LOSS_EVENTS` before it, all the ring holds, were this entry.
+        if self.loss_repeats <= LOSS_EVENTS {
+            let old = std::mem::replace(&mut self.loss_ring[self.loss_next], entry);
+            self.loss_sum = self.loss_sum + u64::from(entry.0) - u64::from(old.0);
+            self.free_sum = self.free_sum + u64::from(entry.1) - u64::from(old.1);
+        }
         self.loss_next = (self.loss_next + 1) % LOSS_EVENTS;
         self.loss_filled = (self.loss_filled + 1).min(LOSS_EVENTS);
     }
@@ -591,6 +613,43 @@ mod tests {
             (WindowClass::NeverShrinkResidual, Some(62636))
         );
         assert_eq!(rx.report(2).model_unverified, 0);
+    }
+
+    #[test]
+    fn steady_windows_leave_the_ring_as_every_window_would() {
+        let mut rx = ReceiverSide::default();
+        // Runs shorter and longer than the ring, then a change inside a full steady ring.
+        let runs = [
+            (5, (1, 10)),
+            (40, (2, 20)),
+            (31, (3, 30)),
+            (70, (2, 20)),
+            (1, (0, 0)),
+        ];
+        let mut pushed = Vec::new();
+        for (n, (lost, free)) in runs {
+            for _ in 0..n {
+                rx.push_loss(lost, free);
+                pushed.push((lost as u32, free as u32));
+                let last: Vec<_> = pushed.iter().rev().take(LOSS_EVENTS).collect();
+                let sums = last
+                    .iter()
+                    .fold((0, 0), |(l, f), e| (l + u64::from(e.0), f + u64::from(e.1)));
+                assert_eq!(
+                    (rx.loss_sum, rx.free_sum),
+                    sums,
+                    "after {} windows",
+                    pushed.len()
+                );
+                // The ring holds the last windows, newest just before `loss_next`.
+                for (k, e) in last.iter().enumerate() {
+                    assert_eq!(
+                        rx.loss_ring[(rx.loss_next + LOSS_EVENTS - 1 - k) % LOSS_EVENTS],
+                        **e
+                    );
+                }
+            }
+        }
     }
 
     #[test]

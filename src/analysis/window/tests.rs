@@ -564,3 +564,34 @@ fn push_rate() {
     );
     assert!(a.finish(0).flows.len() == 64);
 }
+
+/// Sets of the same values only add time to the held interval: the sums come
+/// out as when every set closed one, out-of-order times included (a set
+/// before the previous one closes it at 0 ns and holds from the earlier time).
+#[test]
+fn time_weighted_sums_repeated_values_as_separate_sets() {
+    let sets: [(u64, [u64; 2]); 7] = [
+        (100, [7, 1]),
+        (150, [7, 1]),
+        (140, [7, 1]),
+        (400, [7, 1]),
+        (500, [3, 2]),
+        (450, [3, 2]),
+        (900, [3, 2]),
+    ];
+    let mut tw = TimeWeighted::<2>::default();
+    for (ts, values) in sets {
+        tw.set(ts, values);
+    }
+    tw.pause(1000);
+    // By hand, each set closing the previous one (saturating at 0):
+    // [7,1] over 50 + 0 + 260 + 100 = 410 ns, [3,2] over 0 + 450 + 100 = 550 ns.
+    let total = 410.0 + 550.0;
+    assert_eq!(
+        tw.means(),
+        Some([
+            (7.0 * 410.0 + 3.0 * 550.0) / total,
+            (410.0 + 2.0 * 550.0) / total
+        ])
+    );
+}

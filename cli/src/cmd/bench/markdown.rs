@@ -504,18 +504,26 @@ scheduling gaps.";
 
 const WHY_REPLAY: &str = "Profiled with callgrind and its cache simulation \
 (instruction counts do not move with this shared VM's load, the rate does: a run on a busy \
-host reads far below one on a quiet one): about 530 instructions and 8 L1 misses per event. \
-Of those, the flow table and the dispatch to the analyses take about 150, the window \
-analysis 140, the path analysis's handlers 60, decoding and the reader 57, and the blocks' \
-crc32 55 (under valgrind, which hides AVX-512; natively crc32fast uses VPCLMULQDQ, several \
-times cheaper). One socket number shared by the flow table and both analyses, decoding into \
-one reused event, and the common case of each lookup inlined with the rest out of line took \
-it from 930 instructions to 670 and then 530. The window state already fits the last-level \
-cache (0.25 misses per event there); what costs is the dozen L1 lines a socket's window state \
-touches per segment, and a hot/cold split of it saved only 6% of the misses (tried, not \
-kept). What would close it: fewer cache lines per window event (the time-weighted sums \
-updated only when their bucket rotates, the loss history and the recent-limits slots off the \
-per-window path), and the flow table's two misses folded into one.";
+host reads far below one on a quiet one): about 700 instructions and 8 L1 misses per event. \
+Replaying 10k connections round robin, a socket's state has left the caches by its next \
+segment (the window state alone is 1.4 KB a socket, 29 MB in all), so memory latency sets \
+the rate more than instructions do: the reader decodes 16 records ahead \
+(`TraceReader::for_each_ahead`) and `Analysis::prefetch` starts loading the flow-table slot \
+of the event 16 on and the state of the socket of the one 8 on (its counts, its path hint, \
+15 lines of window state), so that those misses overlap instead of coming one by one. That \
+costs 150 instructions per event, and callgrind, which does not model prefetches, still \
+counts the misses; natively it took the rate from 4.8 to 7.6 M events/s side by side on a \
+busy host. Of the rest, pushing an event takes 390 (the window analysis 140, the path \
+analysis's handlers 60, the flow table and the dispatch 190), decoding and the reader 70, \
+and the blocks' crc32 55 (under valgrind, which hides AVX-512; natively crc32fast uses \
+VPCLMULQDQ, several times cheaper). Before that: one socket number shared by the flow table \
+and both analyses, decoding into one reused event, lookups that read one cache line (open \
+addressing, key and value side by side), time-weighted means and the loss history left \
+alone while a window holds steady, and the recent-limit slots written only when one closes \
+(a hot/cold split of the window state saved only 6% of the misses: tried, not kept). What \
+would close it: about a tenth of a replay is the kernel copying the file into the reader's \
+buffer, which mapping the file would save; and fewer window-state lines per socket, which \
+the look-ahead hides but memory still has to deliver.";
 
 const WHY_MEMORY: &str = "Per socket the window analysis keeps about 1.4 KB and \
 the path analysis its stage histograms (for up to 4096 flows), and 10k connections are 20k \

@@ -123,8 +123,9 @@ pub fn replay_only(file: &Path) -> Result<()> {
     let mut reader = TraceReader::open(file)?;
     let mut analysis = Analysis::new(AnalysisConfig::default());
     let mut events = 0u64;
-    reader.for_each(|ev| {
+    reader.for_each_ahead(|ev, ahead| {
         events += 1;
+        analysis.prefetch(ahead);
         analysis.push(ev);
     })?;
     let flows = analysis.flows().len();
