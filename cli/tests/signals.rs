@@ -176,3 +176,25 @@ fn record_interrupted_writes_a_whole_file() {
     let summary = reader.for_each(|_| {}).unwrap();
     assert_eq!(summary.end_reason, "interrupted");
 }
+
+#[test]
+fn stages_interrupted_prints_and_writes_the_totals() {
+    if !common::require_root("stages_interrupted_prints_and_writes_the_totals") {
+        return;
+    }
+    let dir = common::TempDir::new("sigint-stages");
+    let file = dir.join("stages.json");
+    let mut cmd = bin();
+    cmd.args(["stages", "--port", "1", "--json"]).arg(&file);
+    // Its eight programs attached (three driver entries share one hook).
+    let run = interrupt_after(cmd, Duration::from_millis(200), 8);
+    assert!(run.status.success(), "{}", run.err);
+    assert!(run.out.contains("(interrupted)"), "{}", run.out);
+    assert!(run.out.contains("p99 µs"), "the totals table: {}", run.out);
+    let left = still_there(&run.links);
+    assert!(left.is_empty(), "links left behind: {left:?}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    common::assert_matches_schema("stages.schema.json", &json);
+    assert_eq!(json["end_reason"], "interrupted");
+}

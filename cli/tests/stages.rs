@@ -32,6 +32,7 @@ fn stages_json_on_stdout_of_a_short_transfer() {
     assert!(stderr.contains("p99 µs"), "{stderr}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    common::assert_matches_schema("stages.schema.json", &json);
     assert_eq!(json["end_reason"], "command exited");
     assert_eq!(json["filters"]["addr"], receiver.as_str());
     assert_eq!(json["intervals"], serde_json::json!([]));

@@ -111,3 +111,26 @@ pub fn paced_one_segment_skbs() -> tenge_trace::lab::LabConfig {
         ..tenge_trace::lab::LabConfig::default()
     }
 }
+
+/// Fails with every error of `json` against `schema/NAME` (one that refers
+/// to no other file).
+#[allow(dead_code)]
+pub fn assert_matches_schema(name: &str, json: &serde_json::Value) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(if env!("CARGO_PKG_NAME") == "tenge-trace" {
+            ""
+        } else {
+            ".."
+        })
+        .join("schema")
+        .join(name);
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    jsonschema::meta::validate(&schema).expect("a valid JSON Schema");
+    let errors: Vec<String> = jsonschema::validator_for(&schema)
+        .unwrap()
+        .iter_errors(json)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{name}: {errors:#?}");
+}
