@@ -79,7 +79,9 @@ static __always_inline struct skb_stamp *slot_of(void *stamps, __u64 skb)
  * The stamp `hook` left on `skb`, copied into `out`, or false. Writers clear
  * `skb` before rewriting a slot and set it last, so a copy that still shows
  * the skb after it was taken is whole (x86 keeps stores, and loads, in
- * order; the barriers keep the compiler from reordering them).
+ * order; the barriers keep the compiler from reordering them). A CPU that
+ * reorders them (arm64) may, rarely, time one skb by another's stamp: a
+ * wrong sample, never a fault.
  */
 static __always_inline bool stamp_of(struct skb_stamp *slot, __u64 skb, __u32 hook,
 				     struct skb_stamp *out)
