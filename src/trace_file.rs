@@ -417,23 +417,7 @@ impl TraceReader {
 
     /// Reads every event and the trailer.
     pub fn for_each(&mut self, mut f: impl FnMut(&Event)) -> Result<&TraceSummary, TraceError> {
-        let mut ev = Event::zeroed();
-        loop {
-            // Block by block: the per-event loop only decodes.
-            while self.decode_next(&mut ev) {
-                f(&ev);
-            }
-            if self.pos < self.block.len() {
-                return Err(self.bad_record());
-            }
-            if self.summary.is_some() || !self.next_block()? {
-                break;
-            }
-        }
-        Ok(self
-            .summary
-            .as_ref()
-            .expect("the loop ends only after the trailer"))
+        self.for_each_ahead(|ev, _| f(ev))
     }
 
     /// [`for_each`](Self::for_each) that also shows `f`, with each event, the

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{paced_one_segment_skbs, relative_error, require_root, UNSEEN_BY_THE_KERNEL};
+use common::{
+    link_packets, paced_one_segment_skbs, relative_error, require_root, UNSEEN_BY_THE_KERNEL,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -21,32 +23,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Packet counters of one interface (`ip -s -j link show`).
-#[derive(Clone, Copy, Debug)]
-struct LinkPackets {
-    rx: u64,
-    tx: u64,
-}
-
-fn link_packets(netns: &str, iface: &str) -> LinkPackets {
-    let out = std::process::Command::new("ip")
-        .args(["-n", netns, "-s", "-j", "link", "show", "dev", iface])
-        .output()
-        .expect("ip runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j prints JSON");
-    let stats = &json[0]["stats64"];
-    let packets = |dir: &str| stats[dir]["packets"].as_u64().expect("packet counter");
-    LinkPackets {
-        rx: packets("rx"),
-        tx: packets("tx"),
-    }
 }
 
 /// A traced bulk transfer and what to compare its report with.

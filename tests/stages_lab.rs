@@ -4,48 +4,26 @@
 
 mod common;
 
-use common::{paced_one_segment_skbs, relative_error, require_root, UNSEEN_BY_THE_KERNEL};
+use common::LinkPackets;
+use common::{
+    link_packets, paced_one_segment_skbs, relative_error, require_root, UNSEEN_BY_THE_KERNEL,
+};
 use std::time::Duration;
 use tenge_trace::analysis::stages::StagesSummary;
 use tenge_trace::lab::Lab;
 use tenge_trace::probe::{Filters, StageTracer};
 
-/// Packets one interface handled, dropped ones included (`ip -s -j link
-/// show`): veth counts an skb it could not hand to its peer as tx_dropped,
-/// after net_dev_start_xmit saw it.
-#[derive(Clone, Copy, Debug, Default)]
-struct LinkPackets {
-    rx: u64,
-    tx: u64,
-}
-
-fn link_packets(netns: &str, iface: &str) -> LinkPackets {
-    let out = std::process::Command::new("ip")
-        .args(["-n", netns, "-s", "-j", "link", "show", "dev", iface])
-        .output()
-        .expect("ip runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j prints JSON");
-    let stats = &json[0]["stats64"];
-    let count = |dir: &str, field: &str| stats[dir][field].as_u64().expect("a counter");
-    LinkPackets {
-        rx: count("rx", "packets") + count("rx", "dropped"),
-        tx: count("tx", "packets") + count("tx", "dropped"),
-    }
-}
-
 /// Both ends of the lab: every skb of the transfer leaves one veth and
-/// enters the other, data one way and ACKs the other.
+/// enters the other, data one way and ACKs the other. Dropped ones count:
+/// veth counts an skb it could not hand to its peer as tx_dropped, after
+/// net_dev_start_xmit saw it.
 fn lab_packets(lab: &Lab) -> LinkPackets {
     let a = link_packets(lab.sender_netns().name(), lab.sender_iface());
     let b = link_packets(lab.receiver_netns().name(), lab.receiver_iface());
     LinkPackets {
-        rx: a.rx + b.rx,
-        tx: a.tx + b.tx,
+        rx: a.rx + a.rx_dropped + b.rx + b.rx_dropped,
+        tx: a.tx + a.tx_dropped + b.tx + b.tx_dropped,
+        ..LinkPackets::default()
     }
 }
 

@@ -134,3 +134,35 @@ pub fn assert_matches_schema(name: &str, json: &serde_json::Value) {
         .collect();
     assert!(errors.is_empty(), "{name}: {errors:#?}");
 }
+
+/// Packet counters of one interface (`ip -s -j link show`).
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LinkPackets {
+    pub rx: u64,
+    pub tx: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+}
+
+#[allow(dead_code)]
+pub fn link_packets(netns: &str, iface: &str) -> LinkPackets {
+    let out = std::process::Command::new("ip")
+        .args(["-n", netns, "-s", "-j", "link", "show", "dev", iface])
+        .output()
+        .expect("ip runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j prints JSON");
+    let stats = &json[0]["stats64"];
+    let count = |dir: &str, field: &str| stats[dir][field].as_u64().expect("a counter");
+    LinkPackets {
+        rx: count("rx", "packets"),
+        tx: count("tx", "packets"),
+        rx_dropped: count("rx", "dropped"),
+        tx_dropped: count("tx", "dropped"),
+    }
+}
