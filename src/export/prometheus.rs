@@ -135,10 +135,7 @@ impl FlowFigures {
     fn add(&mut self, other: &FlowFigures) {
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
-        self.limited.rwnd_ns += other.limited.rwnd_ns;
-        self.limited.cwnd_ns += other.limited.cwnd_ns;
-        self.limited.sndbuf_ns += other.limited.sndbuf_ns;
-        self.limited.app_ns += other.limited.app_ns;
+        self.limited.add(&other.limited);
         self.advertised_windows += other.advertised_windows;
         self.mss_rounded_windows += other.mss_rounded_windows;
         self.mss_rounding_bytes_lost += other.mss_rounding_bytes_lost;

@@ -261,6 +261,16 @@ pub struct LimitTimes {
     pub app_ns: u64,
 }
 
+impl LimitTimes {
+    /// Adds another socket's times.
+    pub fn add(&mut self, other: &LimitTimes) {
+        self.rwnd_ns += other.rwnd_ns;
+        self.cwnd_ns += other.cwnd_ns;
+        self.sndbuf_ns += other.sndbuf_ns;
+        self.app_ns += other.app_ns;
+    }
+}
+
 /// The kernel's view (`tcp_info`): `tcpi_busy_time` is the sum of the three chronos.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct KernelChrono {

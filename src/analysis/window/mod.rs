@@ -474,10 +474,7 @@ pub struct LiveWindow {
 impl LiveWindow {
     /// Adds another socket's figures (`recent_rounding_loss` is kept: it is one socket's).
     pub fn add(&mut self, other: &LiveWindow) {
-        self.limited.rwnd_ns += other.limited.rwnd_ns;
-        self.limited.cwnd_ns += other.limited.cwnd_ns;
-        self.limited.sndbuf_ns += other.limited.sndbuf_ns;
-        self.limited.app_ns += other.limited.app_ns;
+        self.limited.add(&other.limited);
         self.advertised_count += other.advertised_count;
         self.mss_rounded_count += other.mss_rounded_count;
         self.mss_rounding_bytes_lost += other.mss_rounding_bytes_lost;
