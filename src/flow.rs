@@ -21,8 +21,13 @@ use open_table::OpenTable;
 pub struct FastHasher(u64);
 
 impl FastHasher {
+    /// One round: what the hash of `word` after `h` is.
+    fn mix(h: u64, word: u64) -> u64 {
+        (h.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95)
+    }
+
     fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+        self.0 = Self::mix(self.0, word);
     }
 }
 

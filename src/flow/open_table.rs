@@ -3,16 +3,13 @@
 //! line where std's map reads its control bytes and then the entry (two
 //! misses with 10k sockets, each event's largest cost).
 
+use super::FastHasher;
+
 /// A key the table can hold: hashed by a multiply, and one value of it
 /// (`VACANT`) marks a free slot (a key equal to it is kept aside).
 pub(crate) trait SlotKey: Copy + Eq {
     const VACANT: Self;
     fn hash(&self) -> u64;
-}
-
-/// One multiply-and-rotate round, as [`super::FastHasher`] mixes a word.
-fn mix(h: u64, word: u64) -> u64 {
-    (h.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95)
 }
 
 impl SlotKey for u64 {
@@ -28,6 +25,7 @@ impl SlotKey for u64 {
 impl SlotKey for (u32, u64, u64) {
     const VACANT: Self = (0, 0, 0);
     fn hash(&self) -> u64 {
+        let mix = FastHasher::mix;
         mix(mix(mix(0, self.0.into()), self.1), self.2)
     }
 }
