@@ -405,13 +405,24 @@ impl FlowTable {
     }
 
     /// The socket at the other end, when both ends were traced on this host.
+    /// The peer may live in another namespace (lab, containers): the
+    /// addresses are matched, not the netns. Of several sockets on those
+    /// addresses, the one alive longest while this one was: a socket seen
+    /// for a moment on them is not taken for the peer.
     pub fn peer_of(&self, cookie: u64) -> Option<u64> {
-        let key = self.get(cookie)?.key;
-        // The peer may live in another namespace (lab, containers): match the addresses only.
+        let me = self.get(cookie)?;
+        let overlap = |f: &FlowInfo| {
+            f.last_ns
+                .min(me.last_ns)
+                .saturating_sub(f.first_ns.max(me.first_ns))
+        };
         self.listed()
-            .find(|f| {
-                f.sock_cookie != cookie && f.key.local == key.remote && f.key.remote == key.local
+            .filter(|f| {
+                f.sock_cookie != cookie
+                    && f.key.local == me.key.remote
+                    && f.key.remote == me.key.local
             })
+            .max_by_key(|f| (overlap(f), f.events))
             .map(|f| f.sock_cookie)
     }
 
@@ -684,5 +695,37 @@ mod tests {
         assert_eq!(table.peer_of(1), Some(2));
         assert_eq!(table.peer_of(2), Some(1));
         assert_eq!(table.flows()[0].sock_cookie, 1);
+    }
+
+    #[test]
+    fn the_peer_is_the_socket_alive_beside_this_one() {
+        const CLIENT: u64 = 1;
+        const PEER: u64 = 2;
+        let at = |cookie, ts_ns, src: &str, dst: &str| {
+            let mut ev = Event::new(hdr(cookie, 10, src, dst), Body::TcpRcv(Default::default()));
+            ev.hdr.ts_ns = ts_ns;
+            ev
+        };
+        let (client, server) = ("198.18.0.1:40000", "198.18.0.2:5001");
+        // The client from 100 to 1000, its peer from 150 to 900, and other
+        // sockets on the peer's addresses: one for a moment meanwhile (an
+        // event of a mini-socket), one after. Their cookies vary, so that
+        // the listing puts a stray first in some of the cases.
+        for stray in 3..40 {
+            let mut table = FlowTable::new();
+            for ev in [
+                at(stray, 500, server, client),
+                at(stray + 100, 5_000, server, client),
+                at(stray + 100, 6_000, server, client),
+                at(CLIENT, 100, client, server),
+                at(PEER, 150, server, client),
+                at(PEER, 900, server, client),
+                at(CLIENT, 1_000, client, server),
+            ] {
+                table.observe(&ev);
+            }
+            assert_eq!(table.peer_of(CLIENT), Some(PEER), "stray {stray}");
+            assert_eq!(table.peer_of(PEER), Some(CLIENT), "stray {stray}");
+        }
     }
 }

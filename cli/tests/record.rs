@@ -151,7 +151,8 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
     ] {
         assert!(
             rx.get(kind).copied().unwrap_or(0) > 0,
-            "no {kind} on the data connection's receiver: {rx:?}"
+            "no {kind} on the data connection's receiver: {rx:?}, {:?} (peer of {data:?})",
+            flows.get(server_end)
         );
     }
     // The control connection carries next to none of it.
