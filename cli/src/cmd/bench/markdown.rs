@@ -520,27 +520,30 @@ collector (or a higher scheduling priority), and a larger ring (`--ring-mib 64`)
 scheduling gaps.";
 
 const WHY_REPLAY: &str = "Profiled with callgrind and its cache simulation \
-(instruction counts do not move with this shared VM's load, the rate does: a run on a busy \
-host reads far below one on a quiet one): about 700 instructions and 8 L1 misses per event. \
-Replaying 10k connections round robin, a socket's state has left the caches by its next \
-segment (the window state alone is 1.4 KB a socket, 29 MB in all), so memory latency sets \
-the rate more than instructions do: the reader decodes 16 records ahead \
+(instruction counts do not move with this shared VM's load, the rate does: side-by-side runs \
+of one binary range from 7 to 11 M events/s): about 660 instructions and 8 L1 misses per \
+event. Replaying 10k connections round robin, a socket's state has left the caches by its \
+next segment (the window state alone is 1.4 KB a socket, 29 MB in all), so memory traffic \
+sets the rate more than instructions do: the reader decodes 16 records ahead \
 (`TraceReader::for_each_ahead`) and `Analysis::prefetch` starts loading the flow-table slot \
 of the event 16 on and the state of the socket of the one 8 on (its counts, its path hint, \
-15 lines of window state), so that those misses overlap instead of coming one by one. That \
-costs 150 instructions per event, and callgrind, which does not model prefetches, still \
-counts the misses; natively it took the rate from 4.8 to 7.6 M events/s side by side on a \
-busy host. Of the rest, pushing an event takes 390 (the window analysis 140, the path \
-analysis's handlers 60, the flow table and the dispatch 190), decoding and the reader 70, \
-and the blocks' crc32 55 (under valgrind, which hides AVX-512; natively crc32fast uses \
+16 lines of window state), so that those misses overlap instead of coming one by one; \
+natively the samples then pile up on the prefetch instructions themselves, waiting for a free \
+miss buffer. Native CPU time, measured by leaving parts out: reading, checking and decoding \
+the file a quarter (half of that or more the kernel copying it into the reader's buffer), the \
+window analysis a third, the path analysis a fifth (for the 4096 flows it tracks), the flow \
+table, the dispatch and the look-ahead the rest. In instructions per event: look-ahead 110, \
+window analysis 140, path handlers 60, flow table and dispatch 190, decoding and the reader \
+70, the blocks' crc32 55 (under valgrind, which hides AVX-512; natively crc32fast uses \
 VPCLMULQDQ, several times cheaper). Before that: one socket number shared by the flow table \
 and both analyses, decoding into one reused event, lookups that read one cache line (open \
 addressing, key and value side by side), time-weighted means and the loss history left \
-alone while a window holds steady, and the recent-limit slots written only when one closes \
-(a hot/cold split of the window state saved only 6% of the misses: tried, not kept). What \
-would close it: about a tenth of a replay is the kernel copying the file into the reader's \
-buffer, which mapping the file would save; and fewer window-state lines per socket, which \
-the look-ahead hides but memory still has to deliver.";
+alone while a window holds steady, the recent-limit slots written only when one closes, and \
+prefetches unrolled into one instruction a line. Tried, not kept: mapping the file (its page \
+faults cost what the copy did), huge pages for the large tables (user time unchanged, and \
+clearing whole 2 MiB pages cost more), look-ahead distances of 4 and 12, and a hot/cold \
+split of the window state (6% fewer misses). What would close it: fewer cache lines per \
+socket and segment, above all a smaller window state; a quiet host gave 10.8 M.";
 
 const WHY_MEMORY: &str = "Per socket the window analysis keeps about 1.4 KB and \
 the path analysis its stage histograms (for up to 4096 flows), and 10k connections are 20k \
