@@ -144,7 +144,8 @@ pub fn render(r: &Results) -> String {
             "## Collector alone (replay)\n\n\
              A synthesized trace of {} concurrent flows × {} segments ({} events, {} MB) replayed \
              through decode + flow table + `Analysis` in a child process (`tenge-trace bench \
-             --replay-only FILE`), {} times: the median rate, and the median of the children's peak \
+             --replay-only FILE`), {} times, the file in the page cache (read once before the runs): \
+             the median rate and the range, and the median of the children's peak \
              memory (VmHWM; wait4's ru_maxrss would say {:.1} MiB, because it also counts the \
              parent's memory, which the child shares from the vfork until its exec).\n\n\
              | events/s per core (median) | range | CPU s | peak memory |\n|---:|---:|---:|---:|\n\
