@@ -340,7 +340,8 @@ TRACEPOINT(retransmit, tcp, tcp_retransmit_skb, trace_event_raw_tcp_retransmit_s
 	X(packets_out)                                                                             \
 	X(write_seq)                                                                               \
 	X(inet_conn.icsk_probes_out)                                                               \
-	X(inet_conn.icsk_backoff)
+	X(inet_conn.icsk_backoff)                                                                  \
+	X(rx_opt)
 
 #define TCP_SPAN_MAX 1024
 
@@ -423,7 +424,9 @@ static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
 	if (!span)
 		return 0;
 	struct gso_info gso = gso_of(skb, btf);
-	__u8 wscale = BPF_CORE_READ_BITFIELD_PROBED(tp, rx_opt.rcv_wscale);
+	/* A bitfield: read through a tcp_sock laid over the copy (rx_opt is in it). */
+	const struct tcp_sock *copy = (const void *)span->bytes - start;
+	__u8 wscale = BPF_CORE_READ_BITFIELD(copy, rx_opt.rcv_wscale);
 
 	EMIT_BEGIN(ev, window_adv, &h, TT_KIND_WINDOW_ADV);
 	struct tt_window_adv *b = &ev->body;

@@ -298,6 +298,12 @@ fn assert_transfer(transfer: &Transfer, cookies_from_start: bool) {
             })
             .collect()
     };
+    // The scale is the kernel's own (tcp_info's rcv_wscale, the high 4 bits).
+    let kernel_wscale = |sock: &SocketFacts| sock.info.tcpi_snd_rcv_wscale >> 4;
+    assert!(
+        kernel_wscale(sender).max(kernel_wscale(receiver)) > 0,
+        "neither end scales its window: the scale read is not checked"
+    );
     for sock in [sender, receiver] {
         let advs = window_advs(sock);
         assert!(!advs.is_empty(), "no window_adv from port {}", sock.port);
@@ -305,6 +311,7 @@ fn assert_transfer(transfer: &Transfer, cookies_from_start: bool) {
             let scale = if w.tcp_flags & tcp_flags::SYN != 0 {
                 0
             } else {
+                assert_eq!(w.rcv_wscale, kernel_wscale(sock), "port {}", sock.port);
                 w.rcv_wscale
             };
             assert_eq!(w.window, u32::from(w.win_raw) << scale);
