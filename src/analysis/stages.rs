@@ -335,6 +335,10 @@ mod tests {
         s
     }
 
+    fn hook(packets: u64, bytes: u64) -> tt_hook_counts {
+        tt_hook_counts { packets, bytes }
+    }
+
     #[test]
     fn summary_of_a_stage() {
         // 9 samples of 100 ns (bucket [96, 112), middle 103) and one of 1000.
@@ -367,23 +371,11 @@ mod tests {
     fn an_interval_subtracts_and_bounds_its_maximum() {
         let mut before = StageTotals::default();
         before.add_stage(0, &stage(&[5000, 20]));
-        before.add_hook(
-            1,
-            &tt_hook_counts {
-                packets: 2,
-                bytes: 3000,
-            },
-        );
+        before.add_hook(1, &hook(2, 3000));
         let mut now = before.clone();
         // Another CPU: two more samples of 20 and 30 ns, and the packets.
         now.add_stage(0, &stage(&[20, 30]));
-        now.add_hook(
-            1,
-            &tt_hook_counts {
-                packets: 2,
-                bytes: 100,
-            },
-        );
+        now.add_hook(1, &hook(2, 100));
         assert_eq!(now.stages[0].max_ns, 5000);
         let delta = now.since(&before);
         let s = &delta.stages[0];
@@ -398,13 +390,7 @@ mod tests {
     fn table_has_a_row_per_stage_and_hook() {
         let mut totals = StageTotals::default();
         totals.add_stage(2, &stage(&[1500, 2500]));
-        totals.add_hook(
-            3,
-            &tt_hook_counts {
-                packets: 2,
-                bytes: 3000,
-            },
-        );
+        totals.add_hook(3, &hook(2, 3000));
         let table = totals.summary().render_table();
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 1 + STAGES + 1 + 1 + HOOKS, "{table}");

@@ -92,27 +92,34 @@ impl StageTracer {
     /// The maps now, summed over CPUs: totals since [`StageTracer::start`].
     pub fn read(&self) -> anyhow::Result<StageTotals> {
         let mut totals = StageTotals::default();
-        let stages = PerCpuArray::<_, tt_stage_stats>::try_from(
-            self.ebpf
-                .map("tt_stage_stats")
-                .context("no tt_stage_stats map")?,
-        )?;
-        for stage in 0..STAGES {
-            for cpu in stages.get(&(stage as u32), 0)?.iter() {
-                totals.add_stage(stage, cpu);
-            }
-        }
-        let hooks = PerCpuArray::<_, tt_hook_counts>::try_from(
-            self.ebpf
-                .map("tt_hook_counts")
-                .context("no tt_hook_counts map")?,
-        )?;
-        for hook in 0..HOOKS {
-            for cpu in hooks.get(&(hook as u32), 0)?.iter() {
-                totals.add_hook(hook, cpu);
-            }
-        }
+        self.for_each_cpu("tt_stage_stats", STAGES, |stage, cpu| {
+            totals.add_stage(stage, cpu)
+        })?;
+        self.for_each_cpu("tt_hook_counts", HOOKS, |hook, cpu| {
+            totals.add_hook(hook, cpu)
+        })?;
         Ok(totals)
+    }
+
+    /// Calls `add(index, value)` with each CPU's value of entries
+    /// `0..entries` of the per-CPU array `name`.
+    fn for_each_cpu<T: aya::Pod>(
+        &self,
+        name: &str,
+        entries: usize,
+        mut add: impl FnMut(usize, &T),
+    ) -> anyhow::Result<()> {
+        let map = PerCpuArray::<_, T>::try_from(
+            self.ebpf
+                .map(name)
+                .with_context(|| format!("no {name} map"))?,
+        )?;
+        for index in 0..entries {
+            for cpu in map.get(&(index as u32), 0)?.iter() {
+                add(index, cpu);
+            }
+        }
+        Ok(())
     }
 
     /// Run time and runs of every attached program (zero unless bpf_stats
