@@ -71,7 +71,7 @@ impl bindgen::callbacks::ParseCallbacks for SerializeDerive {
 fn generate_abi(out: &std::path::Path) {
     let prelude = "typedef unsigned char __u8; typedef unsigned short __u16; \
                    typedef unsigned int __u32; typedef unsigned long long __u64; \
-                   typedef int __s32;\n#include \"tenge_abi.h\"\n";
+                   typedef int __s32; typedef signed char __s8;\n#include \"tenge_abi.h\"\n";
     bindgen::Builder::default()
         .header_contents("abi_wrapper.h", prelude)
         .clang_arg("-Ibpf")

@@ -10,29 +10,44 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* tp_btf and raw_tp programs take the same arguments. */
-#define BTF_AND_RAW(name, tp, call, args...)                                                       \
+/*
+ * A tracepoint whose arguments or format changed between kernels has a
+ * program per form: <probe>_<backend> for the newest and
+ * <probe>_<backend>__<variant> for older ones, which the loader tries next
+ * on the same backend. `variant` (`__<variant>`) is the last argument of
+ * the macros below.
+ */
+
+/* tp_btf and raw_tp programs take the same arguments; `variant` as above. */
+#define BTF_AND_RAW_VARIANT(name, tp, call, variant, args...)                                      \
 	SEC("tp_btf/" #tp)                                                                         \
-	int BPF_PROG(name##_btf, args)                                                             \
+	int BPF_PROG(name##_btf##variant, args)                                                    \
 	{                                                                                          \
 		const bool btf __attribute__((unused)) = true;                                     \
 		return call;                                                                       \
 	}                                                                                          \
 	SEC("raw_tp/" #tp)                                                                         \
-	int BPF_PROG(name##_raw, args)                                                             \
+	int BPF_PROG(name##_raw##variant, args)                                                    \
+	{                                                                                          \
+		const bool btf __attribute__((unused)) = false;                                    \
+		return call;                                                                       \
+	}
+#define BTF_AND_RAW(name, tp, call, args...) BTF_AND_RAW_VARIANT(name, tp, call, , args)
+
+/* Classic tracepoint: `ctx` is the tracepoint's trace_event_raw_<class>. */
+#define TRACEPOINT(name, cat, tp, ctx_type, call, variant...)                                      \
+	SEC("tracepoint/" #cat "/" #tp)                                                            \
+	int name##_tp##variant(struct ctx_type *ctx)                                               \
 	{                                                                                          \
 		const bool btf __attribute__((unused)) = false;                                    \
 		return call;                                                                       \
 	}
 
-/* Classic tracepoint: `ctx` is the tracepoint's trace_event_raw_<tp>. */
-#define TRACEPOINT(name, cat, tp, ctx_type, call)                                                  \
-	SEC("tracepoint/" #cat "/" #tp)                                                            \
-	int name##_tp(struct ctx_type *ctx)                                                        \
-	{                                                                                          \
-		const bool btf __attribute__((unused)) = false;                                    \
-		return call;                                                                       \
-	}
+/* tcp:tcp_retransmit_skb's format before 6.14 (class tcp_event_sk_skb). */
+struct trace_event_raw_tcp_event_sk_skb___old {
+	const void *skbaddr;
+	const void *skaddr;
+} __attribute__((preserve_access_index));
 
 /* ---- sendmsg: tcp:tcp_sendmsg_locked ------------------------------------- */
 
@@ -132,6 +147,19 @@ BTF_AND_RAW(data_ready, sk_data_ready, data_ready_body(sk, btf), struct sock *sk
 TRACEPOINT(data_ready, sock, sk_data_ready, trace_event_raw_sk_data_ready,
 	   data_ready_body(ctx->skaddr, btf))
 
+/* Before 6.3: the function the tracepoint sits in (TCP's sk_data_ready). */
+SEC("fentry/sock_def_readable")
+int BPF_PROG(data_ready_fentry, struct sock *sk)
+{
+	return data_ready_body(sk, true);
+}
+
+SEC("kprobe/sock_def_readable")
+int BPF_KPROBE(data_ready_kprobe, struct sock *sk)
+{
+	return data_ready_body(sk, false);
+}
+
 static __always_inline int app_read_body(const struct sock *sk, int ret, bool btf)
 {
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
@@ -160,6 +188,17 @@ BTF_AND_RAW(app_read, sock_recv_length, app_read_body(sk, ret, btf), struct sock
 	    int flags)
 TRACEPOINT(app_read, sock, sock_recv_length, trace_event_raw_sock_msg_length,
 	   app_read_body(ctx->sk, ctx->ret, btf))
+
+/*
+ * Before 6.3: TCP's recvmsg returning (the tracepoint's sock_recvmsg is
+ * inlined). A kretprobe would not see the socket: no kprobe flavour.
+ */
+SEC("fexit/tcp_recvmsg")
+int BPF_PROG(app_read_fentry, struct sock *sk, struct msghdr *msg, size_t len, int flags,
+	     int *addr_len, int ret)
+{
+	return app_read_body(sk, ret, true);
+}
 
 /* Never sampled: rare, and the flow table needs every transition. */
 static __always_inline int state_body(const struct sock *sk, int oldstate, int newstate, bool btf)
@@ -200,7 +239,8 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 	__u32 seq = RD(btf, cb, seq);
 	__u32 end_seq = RD(btf, cb, end_seq);
 	__u32 ack = RD(btf, cb, ack_seq);
-	__u8 flags = RD(btf, cb, tcp_flags);
+	/* __u16 since 6.14, __u8 before: read at the running kernel's size */
+	__u8 flags = RD_BITFIELD(btf, cb, tcp_flags);
 	/* end_seq counts SYN and FIN; the payload ends before them. */
 	__u32 len = end_seq - seq - !!(flags & TCP_FLAG_SYN) - !!(flags & TCP_FLAG_FIN);
 
@@ -242,7 +282,8 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 	b->chrono_start = RD(btf, tp, chrono_start);
 	RD_INTO(btf, &b->chrono_stat, tp, chrono_stat);
 	b->jiffies = bpf_jiffies64();
-	b->chrono_type = RD(btf, tp, chrono_type);
+	/* a 2-bit bitfield before 6.14, a u8 since */
+	b->chrono_type = RD_BITFIELD(btf, tp, chrono_type);
 	b->backlog = RD(btf, sk, sk_lock.owned) != 0;
 	b->ca_state = RD_BITFIELD(btf, &tp->inet_conn, icsk_ca_state);
 	submit(ev, sizeof(*ev));
@@ -317,6 +358,11 @@ BTF_AND_RAW(retransmit, tcp_retransmit_skb, retransmit_body(sk, skb, err, btf), 
 	    struct sk_buff *skb, int err)
 TRACEPOINT(retransmit, tcp, tcp_retransmit_skb, trace_event_raw_tcp_retransmit_skb,
 	   retransmit_body(ctx->skaddr, ctx->skbaddr, ctx->err, btf))
+/* Before 6.14 the tracepoint had no err (and its own event class). */
+BTF_AND_RAW_VARIANT(retransmit, tcp_retransmit_skb, retransmit_body(sk, skb, 0, btf), __no_err,
+		    struct sock *sk, struct sk_buff *skb)
+TRACEPOINT(retransmit, tcp, tcp_retransmit_skb, trace_event_raw_tcp_event_sk_skb___old,
+	   retransmit_body(ctx->skaddr, ctx->skbaddr, 0, btf), __no_err)
 
 /* ---- window_adv: net:net_dev_queue --------------------------------------- */
 
@@ -330,7 +376,6 @@ TRACEPOINT(retransmit, tcp, tcp_retransmit_skb, trace_event_raw_tcp_retransmit_s
 	X(rcv_wup)                                                                                 \
 	X(copied_seq)                                                                              \
 	X(advmss)                                                                                  \
-	X(scaling_ratio)                                                                           \
 	X(inet_conn.icsk_ack.pending)                                                              \
 	X(snd_una)                                                                                 \
 	X(snd_nxt)                                                                                 \
@@ -345,8 +390,9 @@ TRACEPOINT(retransmit, tcp, tcp_retransmit_skb, trace_event_raw_tcp_retransmit_s
 
 #define TCP_SPAN_MAX 1024
 
+/* Room past TCP_SPAN_MAX for the widest field read at a masked index. */
 struct tcp_span {
-	__u8 bytes[TCP_SPAN_MAX];
+	__u8 bytes[TCP_SPAN_MAX + 32];
 };
 
 struct {
@@ -376,6 +422,9 @@ static __always_inline struct tcp_span *tcp_span_copy(const struct tcp_sock *tp,
 		hi = end > hi ? end : hi;                                                          \
 	}
 	WINDOW_ADV_TCP_FIELDS(SPAN_BOUNDS)
+	/* 6.7+; tcp_win_from_space() uses sysctl_tcp_adv_win_scale before */
+	if (bpf_core_field_exists(struct tcp_sock, scaling_ratio))
+		SPAN_BOUNDS(scaling_ratio)
 #undef SPAN_BOUNDS
 	if (!span || hi - lo > TCP_SPAN_MAX)
 		return NULL;
@@ -385,12 +434,43 @@ static __always_inline struct tcp_span *tcp_span_copy(const struct tcp_sock *tp,
 	return span;
 }
 
+/*
+ * Where `field` (at `offset` in tcp_sock) lies in a span copied from `start`.
+ * The mask bounds the index for every verifier: older ones lose the exact
+ * offsets when the span's bounds are compared (the copy is at most
+ * TCP_SPAN_MAX, so the mask changes nothing).
+ */
+#define SPAN_AT(span, start, offset) ((span)->bytes + (((offset) - (start)) & (TCP_SPAN_MAX - 1)))
+
 /* One field of a copied span, by its name in struct tcp_sock. */
 #define SPAN_FIELD(span, start, field)                                                             \
-	(*(typeof(((struct tcp_sock *)0)->field) *)((span)->bytes +                                \
-						    bpf_core_field_offset(struct tcp_sock,         \
-									  field) -                 \
-						    (start)))
+	(*(typeof(((struct tcp_sock *)0)->field) *)SPAN_AT(                                        \
+	    span, start, bpf_core_field_offset(struct tcp_sock, field)))
+
+/* A bitfield of a copied span (BPF_CORE_READ_BITFIELD on the copy). */
+#define SPAN_BITFIELD(span, start, field)                                                          \
+	({                                                                                         \
+		const void *p =                                                                    \
+		    SPAN_AT(span, start, __CORE_RELO((struct tcp_sock *)0, field, BYTE_OFFSET));   \
+		__u64 val = 0;                                                                     \
+		switch (__CORE_RELO((struct tcp_sock *)0, field, BYTE_SIZE)) {                     \
+		case 1:                                                                            \
+			val = *(const __u8 *)p;                                                    \
+			break;                                                                     \
+		case 2:                                                                            \
+			val = *(const __u16 *)p;                                                   \
+			break;                                                                     \
+		case 4:                                                                            \
+			val = *(const __u32 *)p;                                                   \
+			break;                                                                     \
+		case 8:                                                                            \
+			val = *(const __u64 *)p;                                                   \
+			break;                                                                     \
+		}                                                                                  \
+		val <<= __CORE_RELO((struct tcp_sock *)0, field, LSHIFT_U64);                      \
+		val >>= __CORE_RELO((struct tcp_sock *)0, field, RSHIFT_U64);                      \
+		val;                                                                               \
+	})
 
 /*
  * Runs synchronously after tcp_select_window() chose this segment's window,
@@ -424,9 +504,7 @@ static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
 	if (!span)
 		return 0;
 	struct gso_info gso = gso_of(skb, btf);
-	/* A bitfield: read through a tcp_sock laid over the copy (rx_opt is in it). */
-	const struct tcp_sock *copy = (const void *)span->bytes - start;
-	__u8 wscale = BPF_CORE_READ_BITFIELD(copy, rx_opt.rcv_wscale);
+	__u8 wscale = SPAN_BITFIELD(span, start, rx_opt.rcv_wscale);
 
 	EMIT_BEGIN(ev, window_adv, &h, TT_KIND_WINDOW_ADV);
 	struct tt_window_adv *b = &ev->body;
@@ -452,7 +530,11 @@ static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
 	b->rcv_wup = SPAN_FIELD(span, start, rcv_wup);
 	b->copied_seq = SPAN_FIELD(span, start, copied_seq);
 	b->advmss = SPAN_FIELD(span, start, advmss);
-	b->scaling_ratio = SPAN_FIELD(span, start, scaling_ratio);
+	if (bpf_core_field_exists(struct tcp_sock, scaling_ratio))
+		b->scaling_ratio = SPAN_FIELD(span, start, scaling_ratio);
+	else if (bpf_core_field_exists(struct netns_ipv4, sysctl_tcp_adv_win_scale))
+		b->adv_win_scale =
+		    RD(btf, sk, __sk_common.skc_net.net, ipv4.sysctl_tcp_adv_win_scale);
 	b->ack_pending = SPAN_FIELD(span, start, inet_conn.icsk_ack.pending);
 	b->snd_una = SPAN_FIELD(span, start, snd_una);
 	b->snd_nxt = SPAN_FIELD(span, start, snd_nxt);
@@ -627,8 +709,12 @@ static __always_inline int kfree_skb_body(const struct sk_buff *skb, const void 
 
 BTF_AND_RAW(kfree_skb, kfree_skb, kfree_skb_body(skb, location, reason, rx_sk, btf),
 	    struct sk_buff *skb, void *location, enum skb_drop_reason reason, struct sock *rx_sk)
+/* rx_sk is 6.12+ */
+BTF_AND_RAW_VARIANT(kfree_skb, kfree_skb, kfree_skb_body(skb, location, reason, NULL, btf),
+		    __no_rx_sk, struct sk_buff *skb, void *location, enum skb_drop_reason reason)
 TRACEPOINT(kfree_skb, skb, kfree_skb, trace_event_raw_kfree_skb,
-	   kfree_skb_body(ctx->skbaddr, ctx->location, ctx->reason, ctx->rx_sk, btf))
+	   kfree_skb_body(ctx->skbaddr, ctx->location, ctx->reason,
+			  bpf_core_field_exists(ctx->rx_sk) ? ctx->rx_sk : NULL, btf))
 
 /* ---- napi_poll: no skb, no flow; only the netns filter applies ----------- */
 

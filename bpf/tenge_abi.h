@@ -120,7 +120,12 @@ struct tt_window_adv {
 	__u8 icsk_probes_out;
 	__u8 icsk_backoff;
 	__u8 tcp_shrink_window; /* net.ipv4.tcp_shrink_window of the socket's netns */
-	__u8 _pad0;
+	/*
+	 * net.ipv4.tcp_adv_win_scale of the socket's netns where the kernel
+	 * sizes windows by it (scaling_ratio 0: before 6.7); 0 otherwise. Was
+	 * padding (0) in ABI 2 files, which all carry a scaling_ratio.
+	 */
+	__s8 adv_win_scale;
 };
 
 /*

@@ -13,7 +13,7 @@ use aya::programs::{
     BtfTracePoint, FEntry, KProbe, PerfEvent, Program, ProgramError, RawTracePoint,
     SchedClassifier, TracePoint,
 };
-use aya::{Btf, EbpfLoader, VerifierLogLevel};
+use aya::{Btf, EbpfLoader};
 use serde::Serialize;
 
 pub(crate) static CHECK_OBJ: &[u8] =
@@ -121,14 +121,11 @@ pub fn check() -> CheckReport {
 
 fn check_hooks(btf: &Btf) -> Vec<HookCheck> {
     let _tracefs = super::tracefs::ensure();
-    let loaded = EbpfLoader::new()
-        .btf(Some(btf))
-        .verifier_log_level(VerifierLogLevel::DISABLE)
-        .load(CHECK_OBJ);
+    let loaded = super::plan::load_object(EbpfLoader::new().btf(Some(btf)), CHECK_OBJ);
     let mut ebpf = match loaded {
-        Ok(ebpf) => ebpf,
+        Ok(loaded) => loaded.ebpf,
         Err(err) => {
-            let error = format!("BPF unavailable: {}", error_chain(&err));
+            let error = format!("{err:#}");
             return FAMILIES
                 .iter()
                 .map(|(family, _)| HookCheck {
@@ -185,11 +182,20 @@ fn try_family(family: &str, program: &mut Program, btf: &Btf) -> Result<(), Prog
             p.attach("net", "netif_receive_skb").map(drop)
         }
         "tc" => {
-            // TCX on lo (6.6+): no qdisc to create; detach at once.
             let p: &mut SchedClassifier = program.try_into()?;
             p.load()?;
-            let link = p.attach("lo", TcAttachType::Ingress)?;
-            p.detach(link)
+            in_private_netns(|| {
+                // TCX (6.6+) needs no qdisc; before, a clsact qdisc on lo,
+                // gone with the namespace.
+                let link = match p.attach("lo", TcAttachType::Ingress) {
+                    Ok(link) => link,
+                    Err(_) => {
+                        aya::programs::tc::qdisc_add_clsact("lo")?;
+                        p.attach("lo", TcAttachType::Ingress)?
+                    }
+                };
+                p.detach(link)
+            })
         }
         "perf_event" => {
             let p: &mut PerfEvent = program.try_into()?;
@@ -204,6 +210,28 @@ fn try_family(family: &str, program: &mut Program, btf: &Btf) -> Result<(), Prog
         }
         _ => unreachable!("unknown hook family {family}"),
     }
+}
+
+/// Runs `f` on a thread of its own in a new, empty network namespace, so
+/// that what it attaches to that namespace's lo vanishes with it.
+fn in_private_netns(
+    f: impl FnOnce() -> Result<(), ProgramError> + Send,
+) -> Result<(), ProgramError> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: unshare affects this thread only (CLONE_NEWNET).
+                if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                    return Err(ProgramError::SyscallError(aya::sys::SyscallError {
+                        call: "unshare(CLONE_NEWNET)",
+                        io_error: std::io::Error::last_os_error(),
+                    }));
+                }
+                f()
+            })
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 fn kernel_release() -> String {

@@ -17,7 +17,7 @@ mod tracefs;
 
 pub use check::{check, Capabilities, CheckReport, HookCheck};
 pub use hits::{HitCounter, HookHits};
-pub use plan::{Backend, PlannedProbe, ProbePlan};
+pub use plan::{Backend, PlannedProbe, ProbePlan, BACKENDS_VAR, VERIFIER_LOG_VAR};
 pub use ring::Ring;
 pub use stages::StageTracer;
 pub use stats::{system_program_stats, BpfStatsEnabled, ProgramStats, ReferencePrograms};
@@ -28,7 +28,7 @@ use anyhow::{bail, Context};
 use aya::maps::{PerCpuArray, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::PerfEvent;
-use aya::{Btf, Ebpf, EbpfLoader, VerifierLogLevel};
+use aya::{Btf, Ebpf, EbpfLoader};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -108,22 +108,17 @@ impl Tracer {
         let wakeup_bytes = (u64::from(ring_bytes / 4) / cpus).max(1);
         let mut loader = EbpfLoader::new();
         filters.apply(loader.btf(Some(&btf)));
-        let mut ebpf = loader
+        loader
             .override_global("sample_every", &options.filters.sample_every, true)
             .override_global("wakeup_bytes", &wakeup_bytes, true)
-            .map_max_entries("events", ring_bytes)
-            .verifier_log_level(VerifierLogLevel::DISABLE)
-            .load(TENGE_OBJ)
-            .map_err(|err| {
-                anyhow::anyhow!(
-                    "BPF unavailable: cannot create maps: {}",
-                    plan::error_chain(&err)
-                )
-            })?;
+            .map_max_entries("events", ring_bytes);
+        let mut loaded = plan::load_object(&mut loader, TENGE_OBJ)?;
+        let ladder = Backend::forced()?.unwrap_or_else(|| options.backends.clone());
         let plan = {
             let _tracefs = tracefs::ensure();
-            plan::attach_all(&mut ebpf, &btf, &options.backends)
+            plan::attach_all(&mut loaded, &btf, &ladder)
         };
+        let mut ebpf = loaded.ebpf;
         plan::require_attached(&plan)?;
         if let Some(hz) = options.cpu_profile_hz {
             attach_cpu_profile(&mut ebpf, hz)?;

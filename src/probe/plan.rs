@@ -7,10 +7,11 @@
 //! looks at the kernel version.
 
 use aya::programs::{
-    BtfTracePoint, FEntry, KProbe, Program, ProgramError, RawTracePoint, TracePoint,
+    BtfTracePoint, FEntry, FExit, KProbe, Program, ProgramError, RawTracePoint, TracePoint,
 };
-use aya::{Btf, Ebpf};
+use aya::{Btf, Ebpf, EbpfLoader, VerifierLogLevel};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// A kind of kernel hook a probe can run from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +34,28 @@ impl Backend {
         Backend::Kprobe,
     ];
 
+    /// The ladder of the debug switch [`BACKENDS_VAR`] (`fentry`, or
+    /// `kprobe,raw_tp`: tried in that order), if it is set.
+    pub fn forced() -> anyhow::Result<Option<Vec<Backend>>> {
+        let Some(value) = std::env::var_os(BACKENDS_VAR) else {
+            return Ok(None);
+        };
+        let value = value.to_string_lossy();
+        let ladder = value
+            .split(',')
+            .map(|name| {
+                serde_json::from_value(serde_json::Value::String(name.trim().to_owned())).map_err(
+                    |_| {
+                        anyhow::anyhow!(
+                            "{BACKENDS_VAR}={value}: {name:?} is not a backend (tp_btf, raw_tp, tracepoint, fentry, kprobe)"
+                        )
+                    },
+                )
+            })
+            .collect::<anyhow::Result<Vec<Backend>>>()?;
+        Ok(Some(ladder))
+    }
+
     /// Suffix of the C program names (`<probe>_<suffix>`) for this backend.
     fn program_suffix(self) -> &'static str {
         match self {
@@ -49,7 +72,8 @@ impl Backend {
 /// attached) and every backend tried before, with the kernel's error.
 /// Backends the probe has no program for are not tried (classic
 /// tcp:tcp_sendmsg_locked has no socket pointer; fentry/kprobe flavours exist
-/// for sendmsg, window_adv and tcp_rcv only).
+/// for sendmsg, window_adv, tcp_rcv, data_ready and app_read (fexit; no
+/// kprobe: a kretprobe does not see the socket)).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedProbe {
     /// The tracepoint, as `category:name`.
@@ -148,7 +172,13 @@ const PROBES: &[ProbeSpec] = &[
         "tcp_probe",
         Some("tcp_rcv_established"),
     ),
-    spec("data_ready", "data_ready", "sock", "sk_data_ready", None),
+    spec(
+        "data_ready",
+        "data_ready",
+        "sock",
+        "sk_data_ready",
+        Some("sock_def_readable"),
+    ),
     spec(
         "copy_datagram",
         "copy_datagram",
@@ -156,7 +186,13 @@ const PROBES: &[ProbeSpec] = &[
         "skb_copy_datagram_iovec",
         None,
     ),
-    spec("app_read", "app_read", "sock", "sock_recv_length", None),
+    spec(
+        "app_read",
+        "app_read",
+        "sock",
+        "sock_recv_length",
+        Some("tcp_recvmsg"),
+    ),
     spec("state", "state", "sock", "inet_sock_set_state", None),
     spec(
         "retransmit",
@@ -168,23 +204,69 @@ const PROBES: &[ProbeSpec] = &[
     spec("kfree_skb", "kfree_skb", "skb", "kfree_skb", None),
 ];
 
+/// A debug switch: the backends every probe may use, in order, for every
+/// command (see [`Backend::forced`]).
+pub const BACKENDS_VAR: &str = "TENGE_TRACE_BACKENDS";
+
+/// Set (to anything) to have the kernel verifier's log in the reasons a
+/// program was refused.
+pub const VERIFIER_LOG_VAR: &str = "TENGE_TRACE_VERIFIER_LOG";
+
+/// An object's programs, with the CO-RE relocations this kernel could not
+/// give each of them (by program name).
+pub(crate) struct Loaded {
+    pub ebpf: Ebpf,
+    relocation_failures: HashMap<String, Vec<String>>,
+}
+
+/// Loads an object (maps created, programs relocated, none loaded yet). A
+/// relocation that does not fit this kernel (a field it lacks, a bitfield
+/// where the object has a plain field) poisons its instruction rather than
+/// failing the object (vendor/aya-obj/PATCHED.md): only a program that
+/// reaches it fails, in the verifier, and the plan names the relocation.
+pub(crate) fn load_object(loader: &mut EbpfLoader<'_>, object: &[u8]) -> anyhow::Result<Loaded> {
+    aya_obj::btf::take_relocation_failures();
+    // The verifier's log costs time and memory on every load: on demand only.
+    let log = match std::env::var_os(VERIFIER_LOG_VAR) {
+        Some(_) => VerifierLogLevel::VERBOSE | VerifierLogLevel::STATS,
+        None => VerifierLogLevel::DISABLE,
+    };
+    let ebpf = loader.verifier_log_level(log).load(object).map_err(|err| {
+        anyhow::anyhow!("BPF unavailable: cannot create maps: {}", error_chain(&err))
+    })?;
+    let mut relocation_failures: HashMap<String, Vec<String>> = HashMap::new();
+    for failure in aya_obj::btf::take_relocation_failures() {
+        relocation_failures
+            .entry(failure.function)
+            .or_default()
+            .push(format!(
+                "instruction {}: {}",
+                failure.instruction, failure.error
+            ));
+    }
+    Ok(Loaded {
+        ebpf,
+        relocation_failures,
+    })
+}
+
 /// Attaches every probe of tenge.bpf.c on the first of `ladder` that works.
 /// With an empty plan (nothing attached) the caller fails; the plan says why
 /// per probe.
-pub(crate) fn attach_all(ebpf: &mut Ebpf, btf: &Btf, ladder: &[Backend]) -> ProbePlan {
-    attach_specs(ebpf, btf, PROBES, ladder)
+pub(crate) fn attach_all(loaded: &mut Loaded, btf: &Btf, ladder: &[Backend]) -> ProbePlan {
+    attach_specs(loaded, btf, PROBES, ladder)
 }
 
 /// [`attach_all`] for the probes `specs` of any object.
 pub(crate) fn attach_specs(
-    ebpf: &mut Ebpf,
+    loaded: &mut Loaded,
     btf: &Btf,
     specs: &[ProbeSpec],
     ladder: &[Backend],
 ) -> ProbePlan {
     let probes = specs
         .iter()
-        .map(|spec| attach_probe(ebpf, btf, spec, ladder))
+        .map(|spec| attach_probe(loaded, btf, spec, ladder))
         .collect();
     ProbePlan { probes }
 }
@@ -208,7 +290,12 @@ pub(crate) fn require_attached(plan: &ProbePlan) -> anyhow::Result<()> {
     )
 }
 
-fn attach_probe(ebpf: &mut Ebpf, btf: &Btf, spec: &ProbeSpec, ladder: &[Backend]) -> PlannedProbe {
+fn attach_probe(
+    loaded: &mut Loaded,
+    btf: &Btf,
+    spec: &ProbeSpec,
+    ladder: &[Backend],
+) -> PlannedProbe {
     let mut planned = PlannedProbe {
         hook: format!("{}:{}", spec.category, spec.tracepoint),
         kind: spec.kind.to_owned(),
@@ -217,21 +304,48 @@ fn attach_probe(ebpf: &mut Ebpf, btf: &Btf, spec: &ProbeSpec, ladder: &[Backend]
         tried: Vec::new(),
     };
     for &backend in ladder {
-        let name = format!("{}_{}", spec.prefix, backend.program_suffix());
-        // Not every probe has every flavour (no fentry without a function).
-        let Some(program) = ebpf.program_mut(&name) else {
-            continue;
-        };
-        match attach_program(program, btf, spec, backend) {
-            Ok(()) => {
-                planned.backend = Some(backend);
-                planned.program = name;
-                break;
+        for name in program_forms(&loaded.ebpf, spec, backend) {
+            let Some(program) = loaded.ebpf.program_mut(&name) else {
+                continue;
+            };
+            match attach_program(program, btf, spec, backend) {
+                Ok(()) => {
+                    planned.backend = Some(backend);
+                    planned.program = name;
+                    return planned;
+                }
+                Err(err) => {
+                    let reason = match loaded.relocation_failures.get(&name) {
+                        // The verifier's "invalid func unknown#195896080" is the poison.
+                        Some(failures) => format!(
+                            "CO-RE relocation does not fit this kernel ({})",
+                            failures.join("; ")
+                        ),
+                        None => error_chain(&err),
+                    };
+                    planned.tried.push((backend, format!("{name}: {reason}")));
+                }
             }
-            Err(err) => planned.tried.push((backend, error_chain(&err))),
         }
     }
     planned
+}
+
+/// The programs of `spec` for `backend`: `<prefix>_<suffix>` (the newest
+/// form of the hook), then `<prefix>_<suffix>__<variant>` for older kernels'
+/// forms, by name. Not every probe has every backend (no fentry without a
+/// function).
+fn program_forms(ebpf: &Ebpf, spec: &ProbeSpec, backend: Backend) -> Vec<String> {
+    let base = format!("{}_{}", spec.prefix, backend.program_suffix());
+    let variant = format!("{base}__");
+    let mut forms: Vec<String> = ebpf
+        .programs()
+        .map(|(name, _)| name)
+        .filter(|name| *name == base || name.starts_with(&variant))
+        .map(str::to_owned)
+        .collect();
+    forms.sort_by_key(|name| (*name != base, name.clone()));
+    forms
 }
 
 /// Loads and attaches one program; on failure it is unloaded again.
@@ -262,6 +376,10 @@ fn attach_program(
                 |p| p.load(),
                 p.attach(spec.category, spec.tracepoint)
             )
+        }
+        // fexit where the figure is the return value (tcp_recvmsg's).
+        Backend::Fentry if matches!(program, Program::FExit(_)) => {
+            load_attach!(FExit, |p| p.load(function, btf), p.attach())
         }
         Backend::Fentry => load_attach!(FEntry, |p| p.load(function, btf), p.attach()),
         Backend::Kprobe => load_attach!(KProbe, |p| p.load(), p.attach(function, 0)),

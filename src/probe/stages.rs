@@ -9,7 +9,7 @@ use crate::abi::{tt_hook_counts, tt_stage_stats};
 use crate::analysis::stages::{StageTotals, HOOKS, STAGES};
 use anyhow::Context;
 use aya::maps::PerCpuArray;
-use aya::{Ebpf, EbpfLoader, VerifierLogLevel};
+use aya::{Ebpf, EbpfLoader};
 
 static STAGES_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stages.bpf.o"));
 
@@ -71,18 +71,13 @@ impl StageTracer {
         let globals = FilterGlobals::of(filters);
         let mut loader = EbpfLoader::new();
         globals.apply(loader.btf(Some(&btf)));
-        let mut ebpf = loader
-            .verifier_log_level(VerifierLogLevel::DISABLE)
-            .load(STAGES_OBJ)
-            .map_err(|err| {
-                anyhow::anyhow!(
-                    "BPF unavailable: cannot create maps: {}",
-                    plan::error_chain(&err)
-                )
-            })?;
-        let plan = plan::attach_specs(&mut ebpf, &btf, STAGE_PROBES, &[Backend::TpBtf]);
+        let mut loaded = plan::load_object(&mut loader, STAGES_OBJ)?;
+        let plan = plan::attach_specs(&mut loaded, &btf, STAGE_PROBES, &[Backend::TpBtf]);
         plan::require_attached(&plan)?;
-        Ok(StageTracer { ebpf, plan })
+        Ok(StageTracer {
+            ebpf: loaded.ebpf,
+            plan,
+        })
     }
 
     pub fn plan(&self) -> &ProbePlan {

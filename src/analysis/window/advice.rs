@@ -1,7 +1,7 @@
 //! Advice in numbers: the buffer, the throughput ceiling, the MTU.
 
 use super::alerts::{bps, rate};
-use super::kernel::{space_for_window, win_from_space};
+use super::kernel::SpaceRule;
 use serde::Serialize;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -18,12 +18,15 @@ pub struct MtuOption {
 pub enum Advice {
     /// The receive buffer whose window (empty buffer) holds `segments` whole
     /// segments: `sk_rcvbuf` is the inverse of `tcp_win_from_space()` at the
-    /// measured `scaling_ratio`; `setsockopt(SO_RCVBUF)` takes half of it (the
-    /// kernel doubles the value); `tcp_rmem` takes `sk_rcvbuf` as is.
+    /// measured `scaling_ratio` (6.7+) or the netns's `tcp_adv_win_scale`
+    /// (before: `scaling_ratio` 0); `setsockopt(SO_RCVBUF)` takes half of it
+    /// (the kernel doubles the value); `tcp_rmem` takes `sk_rcvbuf` as is.
     ReceiveBuffer {
         segments: u32,
         window: u64,
         scaling_ratio: u8,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        adv_win_scale: Option<i8>,
         sk_rcvbuf: u64,
         so_rcvbuf: u64,
         tcp_rmem: u64,
@@ -51,23 +54,33 @@ pub enum Advice {
 pub fn receive_buffer(
     segments: u32,
     mss: u32,
-    scaling_ratio: u8,
+    space_rule: SpaceRule,
     rcv_wscale: u8,
 ) -> Option<Advice> {
     let window = u64::from(segments) * u64::from(mss);
-    let sk_rcvbuf = space_for_window(scaling_ratio, window)?;
-    debug_assert!(win_from_space(scaling_ratio, sk_rcvbuf as i64) >= window as i64);
+    let sk_rcvbuf = space_rule.space_for_window(window)?;
+    debug_assert!(space_rule.win_from_space(sk_rcvbuf as i64) >= window as i64);
     let so_rcvbuf = sk_rcvbuf.div_ceil(2);
     let needs_window_scaling = rcv_wscale == 0 && window > 65535;
     let message = format!(
-        "a window of {segments} × {mss} B = {window} B needs sk_rcvbuf ≥ {sk_rcvbuf} B at scaling_ratio {scaling_ratio}/256: \
+        "a window of {segments} × {mss} B = {window} B needs sk_rcvbuf ≥ {sk_rcvbuf} B at {}: \
          SO_RCVBUF {so_rcvbuf} (doubled by the kernel) or tcp_rmem {sk_rcvbuf}{}",
-        if needs_window_scaling { "; and window scaling, as it exceeds 65535" } else { "" }
+        space_rule.describe(),
+        if needs_window_scaling {
+            "; and window scaling, as it exceeds 65535"
+        } else {
+            ""
+        }
     );
+    let (scaling_ratio, adv_win_scale) = match space_rule {
+        SpaceRule::Ratio(ratio) => (ratio, None),
+        SpaceRule::AdvWinScale(a) => (0, Some(a)),
+    };
     Some(Advice::ReceiveBuffer {
         segments,
         window,
         scaling_ratio,
+        adv_win_scale,
         sk_rcvbuf,
         so_rcvbuf,
         tcp_rmem: sk_rcvbuf,
@@ -127,7 +140,30 @@ pub fn mtu_choices(free_space: u64, mss: u32, overhead: u32) -> Option<Advice> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::kernel::win_from_space;
     use super::*;
+
+    #[test]
+    fn buffer_for_whole_segments_before_scaling_ratio() {
+        // 6.1, tcp_adv_win_scale 1: window = space - space/2 = ⌈space/2⌉, so
+        // 4 × 8948 = 35792 B needs 71583 B (71582 would give 35791).
+        let Some(Advice::ReceiveBuffer {
+            sk_rcvbuf,
+            so_rcvbuf,
+            scaling_ratio,
+            adv_win_scale,
+            message,
+            ..
+        }) = receive_buffer(4, 8948, SpaceRule::AdvWinScale(1), 0)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (sk_rcvbuf, so_rcvbuf, scaling_ratio, adv_win_scale),
+            (71583, 35792, 0, Some(1))
+        );
+        assert!(message.contains("at tcp_adv_win_scale 1:"), "{message}");
+    }
 
     #[test]
     fn buffer_for_whole_segments() {
@@ -139,7 +175,7 @@ mod tests {
             so_rcvbuf,
             needs_window_scaling,
             ..
-        }) = receive_buffer(4, 8948, 234, 0)
+        }) = receive_buffer(4, 8948, SpaceRule::Ratio(234), 0)
         else {
             panic!()
         };
@@ -153,12 +189,12 @@ mod tests {
         let Some(Advice::ReceiveBuffer {
             needs_window_scaling,
             ..
-        }) = receive_buffer(8, 8948, 234, 0)
+        }) = receive_buffer(8, 8948, SpaceRule::Ratio(234), 0)
         else {
             panic!()
         };
         assert!(needs_window_scaling);
-        assert!(receive_buffer(4, 8948, 0, 0).is_none());
+        assert!(receive_buffer(4, 8948, SpaceRule::Ratio(0), 0).is_none());
     }
 
     #[test]

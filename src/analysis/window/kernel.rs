@@ -1,6 +1,9 @@
 //! The kernel's receive-window arithmetic (Linux 6.18, `include/net/tcp.h` and
 //! `net/ipv4/tcp_output.c`), re-run in user space on the state a `window_adv`
 //! event recorded, so that every advertised window can be explained rule by rule.
+//! Kernels before 6.7 differ in one place, `tcp_win_from_space()` ([`SpaceRule`]);
+//! 6.1's `__tcp_select_window()` is otherwise the same function (6.1.192 has
+//! the `tcp_shrink_window` path too).
 //!
 //! Integer widths follow the kernel: space and window values are `int` there
 //! (negative free space is possible), sequence numbers wrap as `u32`.
@@ -12,17 +15,82 @@ pub const ICSK_ACK_NOMEM: u8 = 32;
 /// The largest value of the 16-bit header field.
 const MAX_HEADER_WINDOW: u32 = 65535;
 
-/// `__tcp_win_from_space()`: the part of `space` bytes of buffer that can be
-/// offered as window, given the measured payload/truesize `scaling_ratio`.
-pub fn win_from_space(scaling_ratio: u8, space: i64) -> i64 {
-    (space * i64::from(scaling_ratio)) >> TCP_RMEM_TO_WIN_SCALE
+/// How `tcp_win_from_space()` turns bytes of buffer into bytes of window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpaceRule {
+    /// 6.7 and later: `space * scaling_ratio >> 8`, the measured
+    /// payload/truesize of received skbs (never 0 there).
+    Ratio(u8),
+    /// Before 6.7: `net.ipv4.tcp_adv_win_scale` of the socket's netns, `a`:
+    /// `space >> -a` for `a <= 0`, else `space - (space >> a)`.
+    AdvWinScale(i8),
 }
 
-/// The inverse of [`win_from_space`]: the smallest buffer whose window is at
-/// least `window` bytes. None when `scaling_ratio` is 0 (no window at all).
+impl Default for SpaceRule {
+    fn default() -> Self {
+        SpaceRule::Ratio(0)
+    }
+}
+
+impl SpaceRule {
+    /// The rule of a `window_adv` event: a kernel with `scaling_ratio`
+    /// records it (never 0 there), an older one 0 and its `tcp_adv_win_scale`.
+    pub fn of(scaling_ratio: u8, adv_win_scale: i8) -> SpaceRule {
+        if scaling_ratio == 0 {
+            SpaceRule::AdvWinScale(adv_win_scale)
+        } else {
+            SpaceRule::Ratio(scaling_ratio)
+        }
+    }
+
+    /// `tcp_win_from_space()`: the part of `space` bytes of buffer that can
+    /// be offered as window.
+    pub fn win_from_space(self, space: i64) -> i64 {
+        match self {
+            SpaceRule::Ratio(ratio) => (space * i64::from(ratio)) >> TCP_RMEM_TO_WIN_SCALE,
+            SpaceRule::AdvWinScale(a) if a <= 0 => space >> (-i32::from(a)).min(63),
+            SpaceRule::AdvWinScale(a) => space - (space >> a.min(63)),
+        }
+    }
+
+    /// The inverse of [`SpaceRule::win_from_space`]: the smallest buffer whose
+    /// window is at least `window` bytes. None when no buffer has one (ratio 0).
+    pub fn space_for_window(self, window: u64) -> Option<u64> {
+        match self {
+            SpaceRule::Ratio(0) => None,
+            SpaceRule::Ratio(ratio) => {
+                Some((window << TCP_RMEM_TO_WIN_SCALE).div_ceil(u64::from(ratio)))
+            }
+            SpaceRule::AdvWinScale(a) if a <= 0 => window.checked_shl((-i32::from(a)) as u32),
+            SpaceRule::AdvWinScale(a) => {
+                // space - space/2^a >= window: from the real-valued bound up.
+                let unit = 1u64 << a.min(62);
+                let mut space = (window * unit).div_ceil(unit - 1).saturating_sub(2);
+                while (self.win_from_space(space as i64) as u64) < window {
+                    space += 1;
+                }
+                Some(space)
+            }
+        }
+    }
+
+    /// The rule as the kernel's names say it, for messages.
+    pub fn describe(self) -> String {
+        match self {
+            SpaceRule::Ratio(ratio) => format!("scaling_ratio {ratio}/256"),
+            SpaceRule::AdvWinScale(a) => format!("tcp_adv_win_scale {a}"),
+        }
+    }
+}
+
+/// [`SpaceRule::win_from_space`] of a 6.7+ kernel's `scaling_ratio`.
+pub fn win_from_space(scaling_ratio: u8, space: i64) -> i64 {
+    SpaceRule::Ratio(scaling_ratio).win_from_space(space)
+}
+
+/// [`SpaceRule::space_for_window`] of a 6.7+ kernel's `scaling_ratio`.
 pub fn space_for_window(scaling_ratio: u8, window: u64) -> Option<u64> {
-    (scaling_ratio > 0)
-        .then(|| (window << TCP_RMEM_TO_WIN_SCALE).div_ceil(u64::from(scaling_ratio)))
+    SpaceRule::Ratio(scaling_ratio).space_for_window(window)
 }
 
 /// Largest multiple of `unit` (a power of two) not above `x`; floors negatives like the kernel's `round_down`.
@@ -50,7 +118,7 @@ pub struct ReceiveState {
     pub sk_rcvbuf: u32,
     pub sk_rmem_alloc: u32,
     pub sk_backlog_len: u32,
-    pub scaling_ratio: u8,
+    pub space_rule: SpaceRule,
     pub window_clamp: u32,
     pub rcv_ssthresh: u32,
     pub rcv_mss: u32,
@@ -134,16 +202,14 @@ pub struct Selection {
 
 /// `tcp_space()` of a state, with `backlog` in place of `sk_backlog.len`.
 fn free_space(s: &ReceiveState, backlog: u32) -> i64 {
-    win_from_space(
-        s.scaling_ratio,
-        i64::from(s.sk_rcvbuf) - i64::from(backlog) - i64::from(s.sk_rmem_alloc),
-    )
+    s.space_rule
+        .win_from_space(i64::from(s.sk_rcvbuf) - i64::from(backlog) - i64::from(s.sk_rmem_alloc))
 }
 
 /// `__tcp_select_window()` on `free` bytes of free space. `prior_rcv_wnd` is
 /// `tp->rcv_wnd` before the selection (used by the `rcv_wscale == 0` hysteresis).
 fn select_proposal(s: &ReceiveState, free: i64, prior_rcv_wnd: u32) -> Selection {
-    let allowed = win_from_space(s.scaling_ratio, i64::from(s.sk_rcvbuf));
+    let allowed = s.space_rule.win_from_space(i64::from(s.sk_rcvbuf));
     let full = i64::from(s.window_clamp as i32).min(allowed);
     let unit = 1i64 << s.rcv_wscale;
     let ssthresh = i64::from(s.rcv_ssthresh);
@@ -295,7 +361,7 @@ mod tests {
         ReceiveState {
             sk_rcvbuf: 131072,
             sk_rmem_alloc: rmem,
-            scaling_ratio: 234,
+            space_rule: SpaceRule::Ratio(234),
             window_clamp: 119808,
             rcv_ssthresh: 119808,
             rcv_mss: 8948,
@@ -311,6 +377,32 @@ mod tests {
             rcv_wnd,
             rcv_wup: (1000 + remaining).wrapping_sub(rcv_wnd),
         })
+    }
+
+    #[test]
+    fn adv_win_scale_rule_and_inverse() {
+        // 6.1's tcp_win_from_space(): a > 0 keeps space - space >> a.
+        assert_eq!(SpaceRule::AdvWinScale(1).win_from_space(66000), 33000);
+        assert_eq!(SpaceRule::AdvWinScale(2).win_from_space(100000), 75000);
+        assert_eq!(SpaceRule::AdvWinScale(-2).win_from_space(100000), 25000);
+        assert_eq!(SpaceRule::AdvWinScale(1).win_from_space(-10), -5);
+        for a in -3i8..=5 {
+            let rule = SpaceRule::of(0, a);
+            for window in [1u64, 1000, 8948, 26844, 65535, 1 << 20] {
+                let space = rule.space_for_window(window).unwrap();
+                assert!(
+                    rule.win_from_space(space as i64) >= window as i64,
+                    "{rule:?} {window}"
+                );
+                assert!(
+                    rule.win_from_space(space as i64 - 1) < window as i64,
+                    "{rule:?} {window}"
+                );
+            }
+        }
+        // A kernel with scaling_ratio records it; an older one records 0 there.
+        assert_eq!(SpaceRule::of(234, 0), SpaceRule::Ratio(234));
+        assert_eq!(SpaceRule::of(0, 1), SpaceRule::AdvWinScale(1));
     }
 
     #[test]
@@ -511,7 +603,7 @@ mod tests {
         let s = ReceiveState {
             sk_rcvbuf: 32768,
             sk_backlog_len: 12416,
-            scaling_ratio: 229,
+            space_rule: SpaceRule::Ratio(229),
             window_clamp: 29312,
             rcv_ssthresh: 24560,
             rcv_mss: 1448,
@@ -561,7 +653,7 @@ mod tests {
         let s = ReceiveState {
             sk_rcvbuf: 131072,
             sk_rmem_alloc: 65072,
-            scaling_ratio: 128,
+            space_rule: SpaceRule::Ratio(128),
             window_clamp: 65536,
             rcv_ssthresh: 65536,
             rcv_mss: 8948,

@@ -859,7 +859,7 @@ impl WindowAnalyzer {
             (
                 rx.rcv_mss,
                 rx.advmss,
-                rx.scaling_ratio,
+                rx.space_rule,
                 rx.rcv_wscale,
                 peer_free,
             )
@@ -872,7 +872,7 @@ impl WindowAnalyzer {
         let own_rx = (
             flow.rx.rcv_mss,
             flow.rx.advmss,
-            flow.rx.scaling_ratio,
+            flow.rx.space_rule,
             flow.rx.rcv_wscale,
             receive.mean_free_space,
         );
@@ -882,7 +882,7 @@ impl WindowAnalyzer {
             (
                 "send",
                 Some(flow.tx.mss_cache).filter(|&m| m > 0),
-                peer_rx.unwrap_or((0, 0, 0, 0, 0.0)),
+                peer_rx.unwrap_or((0, 0, kernel::SpaceRule::default(), 0, 0.0)),
             )
         } else {
             ("receive", Some(peer.mss_cache).filter(|&m| m > 0), own_rx)

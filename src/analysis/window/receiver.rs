@@ -4,7 +4,7 @@
 
 use super::kernel::{
     round_down_to, select_window, select_window_backlog_bounded, PriorOffer, ReceiveState, Rule,
-    Selection, ICSK_ACK_NOMEM,
+    Selection, SpaceRule, ICSK_ACK_NOMEM,
 };
 use super::TimeWeighted;
 use crate::event::{tcp_flags, tt_window_adv};
@@ -179,7 +179,7 @@ pub(super) struct ReceiverSide {
     pub rcv_nxt: u32,
     pub advmss: u16,
     pub rcv_wscale: u8,
-    pub scaling_ratio: u8,
+    pub space_rule: SpaceRule,
     prior: Option<PriorOffer>,
     /// The `rcv_wnd` of our SYN, the offer standing at the first ACK.
     syn_offer: Option<u32>,
@@ -206,7 +206,7 @@ impl Default for ReceiverSide {
             rcv_mss: 0,
             advmss: 0,
             rcv_wscale: 0,
-            scaling_ratio: 0,
+            space_rule: SpaceRule::default(),
             window_clamp: 0,
             rcv_nxt: 0,
             report: ReceiveWindow::default(),
@@ -241,7 +241,7 @@ impl ReceiverSide {
             sk_rcvbuf: w.sk_rcvbuf,
             sk_rmem_alloc: w.sk_rmem_alloc,
             sk_backlog_len: w.sk_backlog_len,
-            scaling_ratio: w.scaling_ratio,
+            space_rule: SpaceRule::of(w.scaling_ratio, w.adv_win_scale),
             window_clamp: w.window_clamp,
             rcv_ssthresh: w.rcv_ssthresh,
             rcv_mss: w.rcv_mss,
@@ -285,7 +285,7 @@ impl ReceiverSide {
         self.rcv_mss = w.rcv_mss;
         self.advmss = w.advmss;
         self.rcv_wscale = w.rcv_wscale;
-        self.scaling_ratio = w.scaling_ratio;
+        self.space_rule = state.space_rule;
         self.window_clamp = w.window_clamp;
         self.rcv_nxt = w.rcv_nxt;
 
