@@ -5,7 +5,7 @@ CARGO ?= cargo
 SCENARIO ?= mss-clamp
 BIN = target/release/tenge-trace
 
-.PHONY: deps build lab test lint bench man deb clean
+.PHONY: deps build lab test lint bench man deb clean matrix vm-test
 deps:
 	./scripts/install-deps.sh
 
@@ -17,6 +17,18 @@ lab: build
 
 test: deps
 	$(CARGO) test --workspace -- --test-threads=2
+
+# The kernel matrix (tests/vm): Debian's 6.1 and 6.12 under QEMU, the same
+# real-kernel checks in each. `make vm-test KERNEL=6.1 CMD='...'` runs one
+# command in one guest.
+KERNELS ?= 6.1 6.12
+KERNEL ?= 6.12
+CMD ?= target/release/tenge-trace check
+matrix: deps
+	tests/vm/matrix.sh $(KERNELS)
+
+vm-test: build
+	tests/vm/run.sh $(KERNEL) $(CMD)
 
 lint:
 	$(CARGO) fmt --all -- --check

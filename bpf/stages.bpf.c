@@ -152,14 +152,18 @@ static __always_inline __u32 log2_u64(__u64 v)
 }
 
 /* The histogram bucket of `ns` (see TT_HIST_SUB_BITS in tenge_abi.h). */
-static __always_inline __u32 hist_bucket(__u64 ns)
+/*
+ * 64-bit throughout: a 32-bit bucket is zero-extended into a copy for the
+ * index, and verifiers before 6.x do not carry the clamp's bound to it.
+ */
+static __always_inline __u64 hist_bucket(__u64 ns)
 {
-	const __u32 sub = 1U << TT_HIST_SUB_BITS;
+	const __u64 sub = 1U << TT_HIST_SUB_BITS;
 
 	if (ns < sub)
 		return ns;
-	__u32 e = log2_u64(ns);
-	__u32 b = (e - TT_HIST_SUB_BITS + 1) * sub + ((ns >> (e - TT_HIST_SUB_BITS)) & (sub - 1));
+	__u64 e = log2_u64(ns);
+	__u64 b = (e - TT_HIST_SUB_BITS + 1) * sub + ((ns >> (e - TT_HIST_SUB_BITS)) & (sub - 1));
 
 	return b < TT_HIST_BUCKETS ? b : TT_HIST_BUCKETS - 1;
 }
@@ -190,7 +194,7 @@ static __always_inline void record_stage(__u32 stage, const struct skb_stamp *pr
 		return;
 	}
 	__u64 ns = now - prev->ts_ns;
-	__u32 b = hist_bucket(ns);
+	__u64 b = hist_bucket(ns);
 
 	s->count += 1;
 	s->sum_ns += ns;

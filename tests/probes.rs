@@ -16,6 +16,14 @@ use tenge_trace::event::{tcp_flags, Body, Event};
 use tenge_trace::probe::{check, Backend, Filters, HitCounter, Tracer, TracerOptions};
 
 const TRANSFER_BYTES: usize = 4 << 20;
+
+/// One test at a time: each counts what every hit of a shared tracepoint
+/// did (the hit counter against bpf_stats, sampled against full tracers),
+/// which another test's traffic and tracers would blur.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 /// Small enough that the receive window has to move.
 const RCVBUF: libc::c_int = 64 << 10;
 
@@ -220,6 +228,7 @@ fn traces_a_loopback_transfer() {
     if !common::require_root("probes") {
         return;
     }
+    let _serial = serial();
     assert_transfer(
         &trace_transfer(small_rcvbuf_listener(), 0, &Backend::LADDER),
         true,
@@ -232,6 +241,7 @@ fn other_backends_trace_the_same_path() {
     if !common::require_root("probes") {
         return;
     }
+    let _serial = serial();
     for backend in [Backend::RawTp, Backend::Tracepoint] {
         if backend == Backend::Tracepoint
             && !std::path::Path::new("/sys/kernel/tracing/events").exists()
@@ -242,6 +252,61 @@ fn other_backends_trace_the_same_path() {
         let transfer = trace_transfer(small_rcvbuf_listener(), 0, &[backend]);
         // Without bpf_get_socket_cookie, early events predate the cookie.
         assert_transfer(&transfer, false);
+    }
+}
+
+/// Each backend alone (fentry and kprobe where this kernel has them) records
+/// the windows and MSS values the kernel used. Probes a backend has no
+/// program for are named, not failed: fentry/kprobe flavours exist only where
+/// a kernel function stands for the tracepoint (sendmsg, window_adv, tcp_rcv,
+/// data_ready; app_read as fexit, which no kprobe can mirror).
+/// `TT_EXPECT_BACKENDS` (the kernel matrix sets it) lists backends that must work.
+#[test]
+fn every_backend_records_the_kernels_windows_and_mss() {
+    if !common::require_root("probes") {
+        return;
+    }
+    let _serial = serial();
+    let hooks = check().hooks;
+    let works: Vec<Backend> = Backend::LADDER
+        .into_iter()
+        .filter(|b| {
+            let family = serde_json::to_value(b).unwrap();
+            hooks
+                .iter()
+                .any(|h| h.works && family.as_str() == Some(h.family.as_str()))
+        })
+        .collect();
+    if let Ok(expected) = std::env::var("TT_EXPECT_BACKENDS") {
+        for name in expected.split(',') {
+            let backend: Backend = serde_json::from_value(name.into()).unwrap();
+            assert!(
+                works.contains(&backend),
+                "{name} should work on this kernel"
+            );
+        }
+    }
+    for backend in works {
+        let transfer = trace_transfer(small_rcvbuf_listener(), 0, &[backend]);
+        let kinds = count_by_kind(&transfer.events);
+        let unseen: Vec<&str> = [
+            "sendmsg",
+            "window_adv",
+            "tcp_rcv",
+            "data_ready",
+            "app_read",
+            "dev_start_xmit",
+            "netif_receive",
+        ]
+        .into_iter()
+        .filter(|k| !kinds.contains_key(k))
+        .collect();
+        eprintln!("{backend:?}: {kinds:?}; no program on this backend for {unseen:?}");
+        assert!(
+            kinds.contains_key("window_adv"),
+            "{backend:?} saw no window_adv"
+        );
+        assert_windows(&transfer);
     }
 }
 
@@ -276,9 +341,16 @@ fn assert_transfer(transfer: &Transfer, cookies_from_start: bool) {
     {
         let sock = socket_of(ev)
             .unwrap_or_else(|| panic!("{} from an unknown socket: {:?}", ev.kind_name(), ev.hdr));
-        // The listener becomes readable once: a connection to accept.
+        // The listener becomes readable once: a connection to accept. Before
+        // 6.18 the child socket is a copy of the listener, cookie included,
+        // when it goes LISTEN -> SYN_RECV (inet_csk_clone_lock).
         if ev.hdr.sock_cookie == listener_cookie {
-            assert!(matches!(ev.body, Body::DataReady(_)) && sock.port == server_port);
+            let child_born =
+                matches!(ev.body, Body::State(s) if s.oldstate == 10 && s.newstate == 3);
+            assert!(
+                (matches!(ev.body, Body::DataReady(_)) || child_born) && sock.port == server_port,
+                "listener event {ev:?}"
+            );
             continue;
         }
         if cookies_from_start || ev.hdr.sock_cookie != 0 {
@@ -287,52 +359,7 @@ fn assert_transfer(transfer: &Transfer, cookies_from_start: bool) {
         assert_eq!(ev.src().unwrap().ip().to_string(), "127.0.0.1");
     }
 
-    // Every advertised window is the header's, scaled (but not on SYN).
-    let window_advs = |sock: &SocketFacts| -> Vec<_> {
-        events
-            .iter()
-            .filter(|ev| ev.hdr.sport == sock.port)
-            .filter_map(|ev| match ev.body {
-                Body::WindowAdv(w) => Some(w),
-                _ => None,
-            })
-            .collect()
-    };
-    // The scale is the kernel's own (tcp_info's rcv_wscale, the high 4 bits).
-    let kernel_wscale = |sock: &SocketFacts| sock.info.tcpi_snd_rcv_wscale >> 4;
-    assert!(
-        kernel_wscale(sender).max(kernel_wscale(receiver)) > 0,
-        "neither end scales its window: the scale read is not checked"
-    );
-    for sock in [sender, receiver] {
-        let advs = window_advs(sock);
-        assert!(!advs.is_empty(), "no window_adv from port {}", sock.port);
-        for w in &advs {
-            let scale = if w.tcp_flags & tcp_flags::SYN != 0 {
-                0
-            } else {
-                assert_eq!(w.rcv_wscale, kernel_wscale(sock), "port {}", sock.port);
-                w.rcv_wscale
-            };
-            assert_eq!(w.window, u32::from(w.win_raw) << scale);
-        }
-    }
-    let receiver_advs = window_advs(receiver);
-    let last = receiver_advs.last().unwrap();
-    assert_eq!(last.rcv_mss, receiver.info.tcpi_rcv_mss);
-    assert_eq!(u32::from(last.advmss), receiver.info.tcpi_advmss);
-    assert!(
-        receiver_advs
-            .iter()
-            .map(|w| w.window)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-            > 2
-    );
-    assert_eq!(
-        window_advs(sender).last().unwrap().mss_cache,
-        sender.info.tcpi_snd_mss
-    );
+    assert_windows(transfer);
 
     // Each stage of the path was seen, on the right socket.
     let seen = |kind: &str, port: u16| {
@@ -380,6 +407,57 @@ fn assert_transfer(transfer: &Transfer, cookies_from_start: bool) {
     assert_eq!(read, TRANSFER_BYTES as i64);
 }
 
+/// Every advertised window is the header's, scaled by the kernel's own
+/// scale, and the MSS values are tcp_info's: what every backend must record.
+fn assert_windows(transfer: &Transfer) {
+    let Transfer {
+        events,
+        sender,
+        receiver,
+        ..
+    } = transfer;
+    let window_advs = |sock: &SocketFacts| -> Vec<_> {
+        events
+            .iter()
+            .filter(|ev| ev.hdr.sport == sock.port)
+            .filter_map(|ev| match ev.body {
+                Body::WindowAdv(w) => Some(w),
+                _ => None,
+            })
+            .collect()
+    };
+    // The scale is the kernel's own (tcp_info's rcv_wscale, the high 4 bits).
+    let kernel_wscale = |sock: &SocketFacts| sock.info.tcpi_snd_rcv_wscale >> 4;
+    assert!(
+        kernel_wscale(sender).max(kernel_wscale(receiver)) > 0,
+        "neither end scales its window: the scale read is not checked"
+    );
+    for sock in [sender, receiver] {
+        let advs = window_advs(sock);
+        assert!(!advs.is_empty(), "no window_adv from port {}", sock.port);
+        for w in &advs {
+            let scale = if w.tcp_flags & tcp_flags::SYN != 0 {
+                0
+            } else {
+                assert_eq!(w.rcv_wscale, kernel_wscale(sock), "port {}", sock.port);
+                w.rcv_wscale
+            };
+            assert_eq!(w.window, u32::from(w.win_raw) << scale);
+        }
+    }
+    let receiver_advs = window_advs(receiver);
+    let last = receiver_advs.last().unwrap();
+    assert_eq!(last.rcv_mss, receiver.info.tcpi_rcv_mss);
+    assert_eq!(u32::from(last.advmss), receiver.info.tcpi_advmss);
+    let distinct: std::collections::BTreeSet<_> = receiver_advs.iter().map(|w| w.window).collect();
+    // 6.18 moves it through many values, 6.1 (tcp_adv_win_scale) through two.
+    assert!(distinct.len() >= 2, "the window never moved: {distinct:?}");
+    assert_eq!(
+        window_advs(sender).last().unwrap().mss_cache,
+        sender.info.tcpi_snd_mss
+    );
+}
+
 /// The bytes an event is about, in a form both tracers agree on: its kind,
 /// direction and the body fields the sampling rule reads.
 fn sample_key(ev: &Event) -> (&'static str, u16, [u32; 4]) {
@@ -420,6 +498,7 @@ fn sampling_keeps_the_events_the_rule_picks() {
     if !common::require_root("probes") {
         return;
     }
+    let _serial = serial();
     let every = 8;
     // fentry and kprobe do not load on this kernel (check_reports_this_machine).
     for backend in [Backend::TpBtf, Backend::RawTp, Backend::Tracepoint] {
@@ -503,6 +582,7 @@ fn check_reports_this_machine() {
     if !common::require_root("probes") {
         return;
     }
+    let _serial = serial();
     let report = check();
     eprintln!("{}", serde_json::to_string_pretty(&report).unwrap());
     assert!(report.btf);
@@ -534,6 +614,7 @@ fn cpu_samples_resolve_to_kernel_symbols() {
     if !common::require_root("probes") {
         return;
     }
+    let _serial = serial();
     // Port 1 matches no traffic: only the perf_event samples get through.
     let options = TracerOptions {
         filters: Filters {
@@ -580,6 +661,7 @@ fn hit_counter_accounts_for_every_hook_hit() {
     if !common::require_root("probes") {
         return;
     }
+    let _serial = serial();
     let stats_sysctl = "/proc/sys/kernel/bpf_stats_enabled";
     let stats_before = std::fs::read_to_string(stats_sysctl).unwrap();
     let listener = small_rcvbuf_listener();

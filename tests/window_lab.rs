@@ -397,7 +397,7 @@ fn rwnd_limited_fraction_matches_ss() {
     }
     let _serial = serial();
     let cfg = LabConfig {
-        bytes: 128 << 20,
+        bytes: 256 << 20,
         ..Scenario::RwndLimited.config()
     };
     let run = traced_run(&cfg, "rwnd-limited");

@@ -175,11 +175,23 @@ pub struct RetireArgs {
 #[derive(Args, Debug, Clone)]
 pub struct AlertArgs {
     /// A condition must last this long before it is an alert.
-    #[arg(long, value_name = "MS", default_value_t = 100)]
+    #[arg(long, value_name = "MS", default_value_t = AlertArgs::default().min_duration)]
     pub min_duration: u64,
     /// Alert when the loss or the limited fraction exceeds this percentage.
-    #[arg(long, value_name = "PCT", default_value_t = 10.0)]
+    #[arg(long, value_name = "PCT", default_value_t = AlertArgs::default().threshold)]
     pub threshold: f64,
+}
+
+/// The library's defaults: `report`, `watch`, `lab` and the replay bench
+/// alert alike.
+impl Default for AlertArgs {
+    fn default() -> Self {
+        let window = tenge_trace::analysis::window::WindowConfig::default();
+        AlertArgs {
+            min_duration: window.min_duration_ns / 1_000_000,
+            threshold: window.threshold_pct,
+        }
+    }
 }
 
 #[derive(Args, Debug)]

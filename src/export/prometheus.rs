@@ -35,9 +35,11 @@
 //! | `probes_attached`, `probes_failed` | gauge | |
 //! | `probe_attached` | gauge | `hook`, `kind`, `backend` |
 //!
-//! Limited time is busy time only (data queued or in flight), from the
-//! per-event analysis; so `rate(...limited_seconds_total[1m])` is the share of
-//! wall time a flow spent waiting on that cause. Stage latencies count sampled
+//! Limited time is busy time only (data queued or in flight): rwnd and sndbuf
+//! from the kernel's chrono counters where the trace carries them (the
+//! figures `report` shows), cwnd and app from the per-event analysis; so
+//! `rate(...limited_seconds_total[1m])` is the share of wall time a flow
+//! spent waiting on that cause. Stage latencies count sampled
 //! packets (`--sample N` is not scaled in).
 
 use crate::analysis::paths::StageLatency;

@@ -82,11 +82,11 @@ pub fn render_report(report: &Report) -> String {
 
     let _ = writeln!(
         out,
-        "\nWINDOWS AND LIMITS (per socket; limits are shares of busy time)"
+        "\nWINDOWS AND LIMITS (per socket; limits are shares of busy time, other: none of them)"
     );
     let _ = writeln!(
         out,
-        "{:>8}  {:<45} {:>10} {:>10}  {:>17}  {:>6} {:>7} {:>10} {:>6}  {:>5} {:>5} {:>6} {:>5}",
+        "{:>8}  {:<45} {:>10} {:>10}  {:>17}  {:>6} {:>7} {:>10} {:>6}  {:>5} {:>5} {:>6} {:>5} {:>5}",
         "cookie",
         "local -> remote",
         "sent",
@@ -99,7 +99,8 @@ pub fn render_report(report: &Report) -> String {
         "rwnd",
         "cwnd",
         "sndbuf",
-        "app"
+        "app",
+        "other"
     );
     for flow in &report.flows {
         let socket = report
@@ -116,7 +117,7 @@ pub fn render_report(report: &Report) -> String {
         );
         let _ = writeln!(
             out,
-            "{:>8}  {:<45} {:>10} {:>10}  {:>17}  {:>6} {:>7} {:>10} {:>6}  {:>5} {:>5} {:>6} {:>5}",
+            "{:>8}  {:<45} {:>10} {:>10}  {:>17}  {:>6} {:>7} {:>10} {:>6}  {:>5} {:>5} {:>6} {:>5} {:>5}",
             flow.sock_cookie,
             format!("{} -> {}", flow.src, flow.dst),
             bytes(sent),
@@ -130,6 +131,7 @@ pub fn render_report(report: &Report) -> String {
             pct(flow.limits.cwnd),
             pct(flow.limits.sndbuf),
             pct(flow.limits.app),
+            pct(flow.limits.unlimited),
         );
     }
     if let Some(r) = &report.retirement {

@@ -84,6 +84,9 @@ pub struct PlannedProbe {
     /// The C function that is attached (empty when nothing is).
     pub program: String,
     pub tried: Vec<(Backend, String)>,
+    /// The findings this probe's events feed: what is lost without it.
+    #[serde(default)]
+    pub feeds: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -271,6 +274,24 @@ pub(crate) fn attach_specs(
     ProbePlan { probes }
 }
 
+/// What the events of a probe kind feed, as the report names it.
+fn findings_fed_by(kind: &str) -> &'static str {
+    match kind {
+        "sendmsg" => "TX paths from the app write (held by cwnd/rwnd/pacing), send-buffer limits",
+        "window_adv" => "advertised windows: MSS rounding and clamping, SWS stalls, the window chain, buffer advice",
+        "dev_start_xmit" | "dev_xmit" | "dev_queue" => "TX qdisc and driver stage costs",
+        "napi_poll" => "NAPI batching (work against budget)",
+        "rx_entry" | "netif_receive" => "RX driver, NAPI/GRO stage costs and GRO paths",
+        "tcp_rcv" => "RTT, cwnd/rwnd/sndbuf limits (the kernel's chrono), the sender's MSS, IP/TCP stage cost",
+        "data_ready" | "copy_datagram" => "RX socket-queue stage cost",
+        "app_read" => "application reads: the app-read stage, slow-reader detection",
+        "state" => "connection lifecycle and the handshake's MSS",
+        "retransmit" => "retransmissions",
+        "kfree_skb" => "drops",
+        _ => "",
+    }
+}
+
 /// Fails, with every distinct reason, when nothing of `plan` attached.
 pub(crate) fn require_attached(plan: &ProbePlan) -> anyhow::Result<()> {
     if plan.attached().next().is_some() {
@@ -302,6 +323,7 @@ fn attach_probe(
         backend: None,
         program: String::new(),
         tried: Vec::new(),
+        feeds: findings_fed_by(spec.kind).to_owned(),
     };
     for &backend in ladder {
         for name in program_forms(&loaded.ebpf, spec, backend) {
@@ -418,6 +440,44 @@ mod tests {
                 "\"kprobe\""
             ]
         );
+    }
+
+    static RELOCATION_TEST_OBJ: &[u8] =
+        aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/relocation_test.bpf.o"));
+
+    /// A program whose CO-RE relocation does not fit the running kernel (a
+    /// field it lacks; a plain load of what is a bitfield there) fails alone,
+    /// with the relocation named, and its probe falls to the next backend.
+    #[test]
+    fn a_relocation_that_does_not_fit_falls_back_with_its_reason() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
+            eprintln!("skipped: loading BPF needs root");
+            return;
+        }
+        let btf = super::super::kernel_btf().unwrap();
+        let mut loaded =
+            load_object(EbpfLoader::new().btf(Some(&btf)), RELOCATION_TEST_OBJ).unwrap();
+        let specs = [
+            spec("missing", "state", "sock", "inet_sock_set_state", None),
+            spec("bitfield", "state", "sock", "inet_sock_set_state", None),
+        ];
+        let plan = attach_specs(&mut loaded, &btf, &specs, &[Backend::TpBtf, Backend::RawTp]);
+        for (probe, why) in plan.probes.iter().zip(["no_such_field", "bitfield"]) {
+            assert_eq!(probe.backend, Some(Backend::RawTp), "{probe:?}");
+            let (backend, reason) = &probe.tried[0];
+            assert_eq!(*backend, Backend::TpBtf);
+            assert!(
+                reason.contains("CO-RE relocation does not fit this kernel"),
+                "{reason}"
+            );
+            if why == "bitfield" {
+                assert!(reason.contains("bitfield"), "{reason}");
+            } else {
+                assert!(reason.contains("instruction"), "{reason}");
+            }
+        }
     }
 
     #[test]

@@ -9,8 +9,8 @@ pkgroot=$1 out=$2
 kver=$(ls "$pkgroot/lib/modules")
 mods=$pkgroot/lib/modules/$kver
 # 9p to reach the host's root; veth, qdiscs and classifiers for the labs;
-# virtio_net for the real-NIC lab.
-wanted="virtio_pci 9pnet_virtio 9p veth sch_netem sch_tbf sch_htb sch_ingress cls_bpf virtio_net"
+# virtio_net for the real-NIC lab; inet_diag and tcp_diag for ss.
+wanted="virtio_pci 9pnet_virtio 9p veth sch_netem sch_tbf sch_htb sch_ingress cls_bpf virtio_net inet_diag tcp_diag"
 depmod -b "$pkgroot" "$kver"
 
 # Dependencies first, each once (modules.dep: "path: dep1 dep2 ...").

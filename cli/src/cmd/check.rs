@@ -62,6 +62,12 @@ fn print_text(report: &CheckReport) {
                         .to_string()
                 });
                 println!("  {:<32} {:<15} {}", probe.hook, probe.kind, backend);
+                if probe.backend.is_none() {
+                    println!("      lost: {}", probe.feeds);
+                    for (tried, why) in &probe.tried {
+                        println!("      {tried:?}: {why}");
+                    }
+                }
             }
         }
         None => println!(

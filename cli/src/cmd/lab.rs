@@ -48,10 +48,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         .map(|path| TraceWriter::create(path, &meta))
         .transpose()?;
     let mut analysis = Analysis::new(super::report::analysis_config(
-        &crate::cli::AlertArgs {
-            min_duration: 100,
-            threshold: 10.0,
-        },
+        &crate::cli::AlertArgs::default(),
         args.sample,
     ));
     let mut printer = AlertPrinter::new(args.json);

@@ -84,18 +84,26 @@ pub fn start(args: &FilterArgs, cpu_profile_hz: Option<u64>) -> anyhow::Result<T
 
 /// Names the hooks this kernel attached nothing to.
 pub fn report_missing(plan: &ProbePlan) {
-    let missing: Vec<&str> = plan
+    let missing: Vec<String> = plan
         .probes
         .iter()
         .filter(|p| p.backend.is_none())
-        .map(|p| p.hook.as_str())
+        .map(|p| format!("{} (without it: no {})", p.hook, p.feeds))
         .collect();
     if !missing.is_empty() {
         eprintln!(
-            "tenge-trace: {} probes attached; not available on this kernel: {}",
+            "tenge-trace: {} probes attached; not available on this kernel (`tenge-trace check` says why): {}",
             plan.attached().count(),
-            missing.join(", ")
+            missing.join("; ")
         );
+        // With the verifier's log asked for, the reasons are what was asked.
+        if std::env::var_os(tenge_trace::probe::VERIFIER_LOG_VAR).is_some() {
+            for probe in plan.probes.iter().filter(|p| p.backend.is_none()) {
+                for (backend, why) in &probe.tried {
+                    eprintln!("tenge-trace: {} on {backend:?}: {why}", probe.hook);
+                }
+            }
+        }
     }
 }
 

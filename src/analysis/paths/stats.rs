@@ -70,11 +70,11 @@ pub const TX: DirSpec = DirSpec {
             ("at_once", "left TCP within held_after_ns of its write"),
             (
                 "held_cwnd",
-                "held: packets in flight >= snd_cwnd at the write",
+                "held until sent by the congestion window: its skb took the last of snd_cwnd",
             ),
             (
                 "held_rwnd",
-                "held: segment end beyond snd_una + snd_wnd at the write",
+                "held until sent by the receive window: under an MSS of snd_wnd left past it",
             ),
             (
                 "held_pacing_tsq",

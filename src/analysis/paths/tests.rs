@@ -53,12 +53,14 @@ mod tx {
     }
 
     /// Sender state at net_dev_queue: what limits it.
-    #[derive(Clone, Copy)]
+    #[derive(Clone, Copy, Default)]
     pub struct State {
         pub snd_una: u32,
         pub snd_nxt: u32,
         pub snd_cwnd: u32,
         pub snd_wnd: u32,
+        /// Before this skb.
+        pub packets_out: u32,
     }
 
     pub fn queue(ts: u64, skb: u64, seq: u32, len: u32, gso_segs: u16, s: State) -> Event {
@@ -71,6 +73,7 @@ mod tx {
             snd_nxt: s.snd_nxt,
             snd_cwnd: s.snd_cwnd,
             snd_wnd: s.snd_wnd,
+            packets_out: s.packets_out,
             mss_cache: MSS,
             ..Default::default()
         };
@@ -78,18 +81,6 @@ mod tx {
             hdr(ts, SENDER, RECEIVER, skb, TX_COOKIE),
             Body::WindowAdv(body),
         )
-    }
-
-    /// An ACK reaching the sender (tcp_probe: state before processing it).
-    pub fn ack(ts: u64, snd_cwnd: u32, win_raw: u16) -> Event {
-        let body = tt_tcp_rcv {
-            snd_cwnd,
-            win_raw,
-            snd_wscale: 0,
-            mss_cache: MSS,
-            ..Default::default()
-        };
-        Event::new(hdr(ts, SENDER, RECEIVER, 0, TX_COOKIE), Body::TcpRcv(body))
     }
 
     fn pkt(seq: u32, len: u32) -> tt_pkt {
@@ -263,40 +254,35 @@ fn seq_comparison_wraps() {
     assert!(!seq_before(5, 5) && !seq_after(5, 5));
 }
 
-/// Four writes: one sent at once, one held by cwnd, one by rwnd, one by pacing.
+/// Four writes: one sent at once, one held by cwnd, one by rwnd, one by
+/// pacing; each held one is classed by the limit its skb used up when sent.
 fn tx_hold_events() -> Vec<Event> {
-    let open = |snd_una, snd_nxt, snd_cwnd| tx::State {
+    let state = |snd_una, snd_cwnd, snd_wnd, packets_out| tx::State {
         snd_una,
-        snd_nxt,
+        snd_nxt: snd_una,
         snd_cwnd,
-        snd_wnd: 65535,
+        snd_wnd,
+        packets_out,
     };
     vec![
-        // An ACK out of the socket sets the limits: cwnd 10, window 65535.
-        tx::queue(1_000, 0x100, 1000, 0, 0, open(1000, 1000, 10)),
         // At once: written at 10 µs, queued 5 µs later.
         tx::sendmsg(10_000, 1000, 1000),
-        tx::queue(15_000, 0x200, 1000, 1000, 1, open(1000, 1000, 10)),
+        tx::queue(15_000, 0x200, 1000, 1000, 1, state(1000, 10, 65535, 0)),
         tx::start_xmit(16_000, 0x200, 1000, 1000),
         tx::xmit(18_000, 0x200, 1000, 1000),
-        // cwnd: cwnd drops to 1 while [1000, 2000) is in flight; the write at
-        // 2000 has ceil((2000 - 1000) / 1000) = 1 >= 1 packet ahead of it.
-        tx::queue(90_000, 0x300, 1000, 0, 0, open(1000, 2000, 1)),
+        // cwnd: sent with 1 packet out and cwnd 2: it took the last of it.
         tx::sendmsg(100_000, 2000, 1000),
-        tx::queue(400_000, 0x400, 2000, 1000, 1, open(2000, 2000, 1)),
+        tx::queue(400_000, 0x400, 2000, 1000, 1, state(1000, 2, 65535, 1)),
         tx::start_xmit(401_000, 0x400, 2000, 1000),
         tx::xmit(401_500, 0x400, 2000, 1000),
-        // rwnd: an ACK opens cwnd to 10 but advertises 1000 bytes; the write
-        // at 3000 with snd_una 2000 has its end 4000 beyond 2000 + 1000.
-        tx::ack(500_000, 10, 1000),
+        // rwnd: cwnd 10 has room, but its end 4000 is snd_una 2000 + snd_wnd 2000.
         tx::sendmsg(510_000, 3000, 2000),
-        tx::queue(900_000, 0x500, 3000, 1000, 1, open(3000, 3000, 10)),
+        tx::queue(900_000, 0x500, 3000, 1000, 1, state(2000, 10, 2000, 1)),
         tx::start_xmit(900_100, 0x500, 3000, 1000),
         tx::xmit(900_200, 0x500, 3000, 1000),
-        // Pacing/TSQ: both windows open (cwnd 10, window 65535), still 200 µs late.
-        tx::ack(1_000_000, 10, 65535),
+        // Pacing/TSQ: both windows open, still 200 µs late.
         tx::sendmsg(1_010_000, 4000, 3000),
-        tx::queue(1_210_000, 0x600, 4000, 1000, 1, open(4000, 4000, 10)),
+        tx::queue(1_210_000, 0x600, 4000, 1000, 1, state(4000, 10, 65535, 0)),
         tx::start_xmit(1_210_300, 0x600, 4000, 1000),
         tx::xmit(1_210_400, 0x600, 4000, 1000),
     ]
@@ -325,28 +311,35 @@ fn tx_at_once_and_held_by_cwnd_rwnd_pacing() {
     assert_eq!(report.flows[0].local, SENDER);
 }
 
-/// A write that read the socket itself is classed by what it read, not by
-/// the last state an ACK or a queued segment showed (which sampling thins).
+/// One large write, far past both windows, drained by a receive window
+/// smaller than the congestion window (issue 13's `make lab`): every held
+/// segment is `held_rwnd`, though it lay past snd_una + cwnd at the write.
 #[test]
-fn tx_write_is_classed_by_its_own_limits() {
-    let open = tx::State {
-        snd_una: 1000,
-        snd_nxt: 1000,
-        snd_cwnd: 10,
-        snd_wnd: 65535,
-    };
-    let mut write = tx::sendmsg(100_000, 2000, 1000);
-    if let Body::Sendmsg(b) = &mut write.body {
-        // [1000, 2000) in flight and cwnd 1: ceil(1000 / 1000) >= 1.
-        (b.snd_cwnd, b.snd_wnd, b.mss_cache, b.packets_out) = (1, 65535, 1000, 1);
+fn a_large_write_drained_by_rwnd_is_held_by_rwnd() {
+    let mut events = vec![tx::sendmsg(0, 1000, 1000)];
+    // cwnd 30 segments, window 4 segments: each ACK frees one segment of rwnd.
+    for k in 0..40u32 {
+        let seq = 1000 + k * MSS;
+        let snd_una = (seq + MSS).saturating_sub(4 * MSS).max(1000);
+        let state = tx::State {
+            snd_una,
+            snd_nxt: seq,
+            snd_cwnd: 30,
+            snd_wnd: 4 * MSS,
+            packets_out: (seq - snd_una) / MSS,
+        };
+        // The first window's worth leaves at once.
+        let ts = if k < 4 {
+            10_000
+        } else {
+            1_000_000 + u64::from(k) * 100_000
+        };
+        events.push(tx::queue(ts, 0x1000 + u64::from(k), seq, MSS, 1, state));
     }
-    let events = [
-        tx::queue(1_000, 0x100, 1000, 0, 0, open),
-        write,
-        tx::queue(400_000, 0x400, 2000, 1000, 1, open),
-    ];
     let report = run(PathConfig::default(), &events);
-    assert_all(path(&report, "tx", "held_cwnd"), "tcp", 1, 300_000);
+    assert_eq!(path(&report, "tx", "at_once").packets, 4);
+    assert_eq!(path(&report, "tx", "held_rwnd").packets, 36);
+    assert!(report.paths.iter().all(|p| p.path != "held_cwnd"));
 }
 
 #[test]
@@ -359,6 +352,7 @@ fn tx_fclone_matches_the_write_by_seq() {
         snd_nxt: 1000,
         snd_cwnd: 10,
         snd_wnd: 65535,
+        packets_out: 0,
     };
     let events = [
         tx::sendmsg(1_000, 1000, 1000),
@@ -382,6 +376,7 @@ fn tx_gso_counts_each_segment_with_its_own_write() {
         snd_nxt: 10_000,
         snd_cwnd: 10,
         snd_wnd: 65535,
+        packets_out: 0,
     };
     let events = [
         tx::sendmsg(20_000, 10_000, 10_000),
@@ -732,6 +727,7 @@ fn sampling_counts_tx_segments_by_their_first_byte() {
         snd_nxt: block(6) - 2_000,
         snd_cwnd: 10,
         snd_wnd: 65535,
+        packets_out: 0,
     };
     let every = 4;
     let events = vec![
@@ -847,6 +843,7 @@ fn two_flows() -> PathReport {
         snd_nxt: 1000,
         snd_cwnd: 10,
         snd_wnd: 65535,
+        packets_out: 0,
     };
     let mut events = vec![
         tx::sendmsg(1_000, 1000, 1000),
@@ -973,6 +970,7 @@ fn tx_retransmits_and_unseen_writes() {
         snd_nxt: 3000,
         snd_cwnd: 10,
         snd_wnd: 65535,
+        packets_out: 0,
     };
     let events = [
         // No sendmsg before the trace started: [3000, 4000) is new data of an unseen write.
@@ -1008,6 +1006,7 @@ fn throughput() {
             snd_nxt: seq,
             snd_cwnd: 10,
             snd_wnd: 65535,
+            packets_out: 0,
         };
         events.push(tx::sendmsg(t, seq, seq));
         events.push(tx::queue(t + 1_000, 0x200, seq, MSS, 1, s));

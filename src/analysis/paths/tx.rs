@@ -21,24 +21,14 @@
 use super::stats::{hold, PathId, TX_STAGE_DRIVER, TX_STAGE_QDISC, TX_STAGE_TCP};
 use super::{seq_after, seq_before, Ctx};
 use crate::event::sampled_byte;
-use crate::event::{tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
+use crate::event::{tt_pkt, tt_sendmsg, tt_window_adv};
 use std::collections::VecDeque;
-
-/// What limits sending, as last seen on the socket.
-#[derive(Clone, Copy, Debug, Default)]
-struct SendLimits {
-    snd_cwnd: u32,
-    snd_wnd: u32,
-    mss_cache: u32,
-}
 
 /// One `tcp_sendmsg_locked` iteration.
 #[derive(Clone, Copy, Debug)]
 struct Write {
     write_seq: u32,
     ts_ns: u64,
-    snd_una: u32,
-    limits: Option<SendLimits>,
 }
 
 const HOLDS: usize = 6;
@@ -64,7 +54,6 @@ struct QueuedSkb {
 #[derive(Default)]
 pub struct TxFlow {
     writes: VecDeque<Write>,
-    limits: Option<SendLimits>,
     /// End of the newest data handed to the device layer.
     sent_upto: Option<u32>,
     queued: VecDeque<QueuedSkb>,
@@ -72,20 +61,9 @@ pub struct TxFlow {
 
 impl TxFlow {
     pub fn on_sendmsg(&mut self, ts_ns: u64, body: &tt_sendmsg, ctx: &mut Ctx) {
-        // The write's own reading of the socket, where the probe has one:
-        // exact, and the same whichever ACKs sampling kept.
-        if body.snd_cwnd > 0 {
-            self.limits = Some(SendLimits {
-                snd_cwnd: body.snd_cwnd,
-                snd_wnd: body.snd_wnd,
-                mss_cache: body.mss_cache,
-            });
-        }
         let write = Write {
             write_seq: body.write_seq,
             ts_ns,
-            snd_una: body.snd_una,
-            limits: self.limits,
         };
         // An iteration that waited for memory fires again with the same
         // write_seq; the copy follows the later one.
@@ -101,16 +79,6 @@ impl TxFlow {
         }
     }
 
-    /// An ACK reached the sender: `tcp_probe` shows the state before it is
-    /// processed, so take the window the ACK carries.
-    pub fn on_ack(&mut self, body: &tt_tcp_rcv) {
-        self.limits = Some(SendLimits {
-            snd_cwnd: body.snd_cwnd,
-            snd_wnd: (body.win_raw as u32) << body.snd_wscale,
-            mss_cache: body.mss_cache,
-        });
-    }
-
     pub fn on_queue(
         &mut self,
         ts_ns: u64,
@@ -119,11 +87,6 @@ impl TxFlow {
         body: &tt_window_adv,
         ctx: &mut Ctx,
     ) {
-        self.limits = Some(SendLimits {
-            snd_cwnd: body.snd_cwnd,
-            snd_wnd: body.snd_wnd,
-            mss_cache: body.mss_cache,
-        });
         if body.len == 0 {
             return;
         }
@@ -146,6 +109,7 @@ impl TxFlow {
             segments: [0; HOLDS],
             tcp_measured: 0,
         };
+        let binding = binding_limit(body, segs);
         let mut offset = 0;
         while offset < body.len {
             let seq = body.seq.wrapping_add(offset);
@@ -158,7 +122,7 @@ impl TxFlow {
             if queued.segments.iter().all(|&n| n == 0) {
                 queued.seq = seq;
             }
-            let (class, waited) = self.classify(seq, len, ts_ns, retransmit, ctx.cfg.held_after_ns);
+            let (class, waited) = self.classify(seq, ts_ns, retransmit, binding, ctx);
             ctx.rec.path(PathId::tx(class), |acc| {
                 acc.packets += 1;
                 if let Some(ns) = waited {
@@ -187,15 +151,16 @@ impl TxFlow {
         }
     }
 
-    /// The hold class of the segment `[seq, seq + len)` queued at `ts_ns`,
-    /// and how long it waited in TCP since its first byte was written.
+    /// The hold class of a segment starting at `seq`, queued at `ts_ns` in
+    /// an skb whose `binding` limit is known, and how long it waited in TCP
+    /// since its first byte was written.
     fn classify(
         &self,
         seq: u32,
-        len: u32,
         ts_ns: u64,
         retransmit: bool,
-        held_after_ns: u64,
+        binding: u8,
+        ctx: &Ctx,
     ) -> (u8, Option<u64>) {
         if retransmit {
             return (hold::RETRANSMIT, None);
@@ -204,25 +169,10 @@ impl TxFlow {
             return (hold::WRITE_UNSEEN, None);
         };
         let waited = ts_ns.saturating_sub(write.ts_ns);
-        let class = match write.limits {
-            _ if waited <= held_after_ns => hold::AT_ONCE,
-            // Everything from snd_una up to this segment must be in flight before it.
-            Some(l)
-                if l.mss_cache > 0 && l.snd_cwnd > 0 && {
-                    let ahead = if seq_before(seq, write.snd_una) {
-                        0
-                    } else {
-                        seq.wrapping_sub(write.snd_una)
-                    };
-                    ahead.div_ceil(l.mss_cache) >= l.snd_cwnd
-                } =>
-            {
-                hold::CWND
-            }
-            Some(l) if seq_after(seq.wrapping_add(len), write.snd_una.wrapping_add(l.snd_wnd)) => {
-                hold::RWND
-            }
-            _ => hold::PACING_TSQ,
+        let class = if waited <= ctx.cfg.held_after_ns {
+            hold::AT_ONCE
+        } else {
+            binding
         };
         (class, Some(waited))
     }
@@ -326,6 +276,36 @@ impl TxFlow {
     /// skb queued, no write that could go stale (the newest one never does).
     pub fn is_settled(&self) -> bool {
         self.queued.is_empty() && self.writes.len() <= 1
+    }
+}
+
+/// What held an skb of new data until `tcp_write_xmit()` sent it, from the
+/// socket as it was when it did (net_dev_queue runs inside
+/// `tcp_transmit_skb()`, before `packets_out` and `snd_nxt` count this skb):
+/// the limit this skb used up. `tcp_cwnd_test()`: it took the last of the
+/// congestion window (`packets_out + segs >= snd_cwnd`); `tcp_snd_wnd_test()`:
+/// less than an MSS of the receive window is left past its end. A segment
+/// released by an ACK left the limit that held it just used up. Both used up:
+/// the smaller of the two allowances binds. Neither: pacing, TSQ or
+/// Nagle/autocork.
+fn binding_limit(body: &tt_window_adv, segs: u32) -> u8 {
+    let mss = body.mss_cache.max(1);
+    let cwnd_full = body.snd_cwnd > 0 && body.packets_out + segs >= body.snd_cwnd;
+    let wnd_end = body.snd_una.wrapping_add(body.snd_wnd);
+    let end = body.seq.wrapping_add(body.len);
+    let left = if seq_after(wnd_end, end) {
+        wnd_end.wrapping_sub(end)
+    } else {
+        0
+    };
+    let rwnd_full = left < mss;
+    match (cwnd_full, rwnd_full) {
+        (true, true) if u64::from(body.snd_wnd) < u64::from(body.snd_cwnd) * u64::from(mss) => {
+            hold::RWND
+        }
+        (true, _) => hold::CWND,
+        (false, true) => hold::RWND,
+        (false, false) => hold::PACING_TSQ,
     }
 }
 

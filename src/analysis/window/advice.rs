@@ -126,7 +126,7 @@ pub fn mtu_choices(free_space: u64, mss: u32, overhead: u32) -> Option<Advice> {
     let current_lost_bytes = free_space % u64::from(mss);
     let best = options.first()?;
     let message = format!(
-        "{free_space} B free hold {current} × {mss} B segments, {current_lost_bytes} B unused; an MSS of {} (MTU {}) would use all but {} B",
+        "{free_space} B free hold {current} × {mss} B segments, {current_lost_bytes} B unused; an MSS of {} (MTU {} with timestamps) would use all but {} B",
         best.mss, best.mtu, best.lost_bytes
     );
     Some(Advice::Mtu {

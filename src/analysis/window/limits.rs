@@ -300,11 +300,17 @@ impl KernelChrono {
     }
 }
 
-/// Where a sender's busy time went.
+/// Where a sender's busy time went: `rwnd`, `cwnd`, `sndbuf`, `app` and
+/// `unlimited` partition it (they sum to 1; all are 0 for a socket we never
+/// saw busy), in the report, `watch` and Prometheus alike.
 ///
 /// `rwnd` and `sndbuf` are the kernel's figures (`chrono_stat`, as `tcp_info`
 /// reports them) whenever the trace carried them, our own per-event estimate
-/// otherwise (`source` says which). The kernel's are the better numbers: its
+/// otherwise (`source` says which). The rest of busy time, which the kernel
+/// clocks as neither (`busy`: cwnd-, app- or not limited), is split between
+/// `cwnd`, `app` and `unlimited` in our per-event proportions (all of it to
+/// `unlimited` where we saw none of them); `kernel_minus_per_event` says how
+/// far the two sources are apart on what both measure. The kernel's are the better numbers: its
 /// chrono switches exactly where `tcp_write_xmit()` finds the window or the
 /// buffer short, while our estimate only samples the state at the events we
 /// see (an ACK arriving, a segment leaving) and assumes it held in between, so
@@ -322,10 +328,65 @@ pub struct LimitsReport {
     pub unlimited: f64,
     /// "kernel_chrono" or "per_event": where `rwnd` and `sndbuf` come from.
     pub source: &'static str,
+    /// With the kernel's figures: kernel − per-event, for `rwnd` and `sndbuf`.
+    pub kernel_minus_per_event: Option<KernelDifference>,
     pub busy_ns: u64,
     pub idle_ns: u64,
     pub per_event: LimitFractions,
     pub kernel: Option<KernelChrono>,
+}
+
+/// How far the kernel's chrono and our per-event estimate are apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct KernelDifference {
+    pub rwnd: f64,
+    pub sndbuf: f64,
+}
+
+/// The shares of busy time: the kernel's `rwnd` and `sndbuf` where it
+/// measured them, the rest of busy time split as `per_event` splits it.
+fn reconcile(per_event: LimitFractions, kernel: Option<&KernelChrono>) -> LimitFractions {
+    let Some(k) = kernel else {
+        return per_event;
+    };
+    let rest = (1.0 - k.rwnd_fraction - k.sndbuf_fraction).max(0.0);
+    let ours = per_event.cwnd + per_event.app + per_event.unlimited;
+    let share = |x: f64| if ours > 0.0 { x * rest / ours } else { 0.0 };
+    LimitFractions {
+        rwnd: k.rwnd_fraction,
+        sndbuf: k.sndbuf_fraction,
+        cwnd: share(per_event.cwnd),
+        app: share(per_event.app),
+        unlimited: if ours > 0.0 {
+            share(per_event.unlimited)
+        } else {
+            rest
+        },
+    }
+}
+
+/// The kernel's chrono totals and `snd_una` at one ACK: two of them bound
+/// what the kernel clocked and what was delivered in between.
+#[derive(Clone, Copy, Debug, Default)]
+struct Mark {
+    ts_ns: u64,
+    chrono: [u64; 3],
+    snd_una: u32,
+}
+
+/// The least busy time, in jiffies, over which the kernel's chrono decides a
+/// recent share (at HZ 250, 20 ms of a 200 ms window).
+const MIN_KERNEL_JIFFIES: u64 = 5;
+
+/// The recent window as the kernel and the wire saw it (see [`LimitTracker::recent_check`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RecentCheck {
+    /// The kernel's rwnd- and sndbuf-limited shares of its busy time.
+    pub kernel: Option<[f64; 2]>,
+    /// Bytes acknowledged per second.
+    pub acked_bps: Option<f64>,
+    /// The span those figures cover.
+    pub span_ns: u64,
 }
 
 /// Accumulates time per limit for one socket; in C order, like `RecentWindow`.
@@ -338,6 +399,10 @@ pub(super) struct LimitTracker {
     ns: [u64; 6],
     pub chrono: Option<ChronoSample>,
     recent: RecentWindow,
+    /// A ring of marks, one per slot of the recent window at most, newest at `mark_next - 1`.
+    marks: [Mark; BUCKETS + 1],
+    mark_next: usize,
+    marks_filled: usize,
 }
 
 impl LimitTracker {
@@ -348,6 +413,50 @@ impl LimitTracker {
             ns: [0; 6],
             recent: RecentWindow::new(recent_span_ns),
             chrono: None,
+            marks: [Mark::default(); BUCKETS + 1],
+            mark_next: 0,
+            marks_filled: 0,
+        }
+    }
+
+    /// Takes the kernel's chrono of a `tcp_rcv` event, and marks it (with
+    /// `snd_una`) once per slot of the recent window.
+    pub fn on_chrono(&mut self, ts_ns: u64, sample: ChronoSample) {
+        self.chrono = Some(sample);
+        let newest = self.marks[(self.mark_next + BUCKETS) % (BUCKETS + 1)];
+        if self.marks_filled > 0 && ts_ns < newest.ts_ns + self.recent.bucket_ns {
+            return;
+        }
+        self.marks[self.mark_next] = Mark {
+            ts_ns,
+            chrono: sample.totals(),
+            snd_una: self.state.snd_una,
+        };
+        self.mark_next = (self.mark_next + 1) % (BUCKETS + 1);
+        self.marks_filled = (self.marks_filled + 1).min(BUCKETS + 1);
+    }
+
+    /// Over the last `span_ns` before `now` (from the oldest mark in it to
+    /// the latest chrono): the kernel's shares and the rate acknowledged.
+    pub fn recent_check(&self, now_ns: u64, span_ns: u64) -> RecentCheck {
+        let oldest = (0..self.marks_filled)
+            .map(|age| self.marks[(self.mark_next + BUCKETS * (age + 1)) % (BUCKETS + 1)])
+            .take_while(|m| m.ts_ns + span_ns >= now_ns)
+            .last();
+        let (Some(from), Some(chrono)) = (oldest, self.chrono) else {
+            return RecentCheck::default();
+        };
+        let span_ns = now_ns.saturating_sub(from.ts_ns);
+        let now = chrono.totals();
+        let delta: [u64; 3] = std::array::from_fn(|i| now[i].saturating_sub(from.chrono[i]));
+        let busy: u64 = delta.iter().sum();
+        let acked = self.state.snd_una.wrapping_sub(from.snd_una);
+        RecentCheck {
+            kernel: (busy >= MIN_KERNEL_JIFFIES)
+                .then(|| [delta[1] as f64 / busy as f64, delta[2] as f64 / busy as f64]),
+            acked_bps: (span_ns > 0 && acked < 1 << 31)
+                .then(|| f64::from(acked) * 8e9 / span_ns as f64),
+            span_ns,
         }
     }
 
@@ -376,12 +485,23 @@ impl LimitTracker {
         crate::flow::prefetch_span(self, &self.recent.closed);
     }
 
-    /// Busy time charged to each limit so far (our per-event figures).
-    pub fn limited(&self) -> LimitTimes {
+    /// Busy time charged to each limit so far: rwnd and sndbuf the kernel's
+    /// chrono where the trace carries it and `hz` is known (as the report's
+    /// shares), the rest our per-event figures. Each never decreases.
+    pub fn limited(&self, hz: Option<u32>) -> LimitTimes {
+        let kernel = self.chrono.zip(hz).map(|(c, hz)| {
+            let totals = c.totals();
+            let ns = |jiffies: u64| jiffies * 1_000_000_000 / u64::from(hz.max(1));
+            (ns(totals[1]), ns(totals[2]))
+        });
+        let (rwnd_ns, sndbuf_ns) = kernel.unwrap_or((
+            self.ns[Limit::Rwnd as usize],
+            self.ns[Limit::Sndbuf as usize],
+        ));
         LimitTimes {
-            rwnd_ns: self.ns[Limit::Rwnd as usize],
+            rwnd_ns,
             cwnd_ns: self.ns[Limit::Cwnd as usize],
-            sndbuf_ns: self.ns[Limit::Sndbuf as usize],
+            sndbuf_ns,
             app_ns: self.ns[Limit::App as usize],
         }
     }
@@ -410,17 +530,27 @@ impl LimitTracker {
         let kernel = self
             .chrono
             .and_then(|c| KernelChrono::from_totals(c.totals(), hz));
+        // A socket we never saw busy (a receiver's ACKs, its FIN) has no shares.
+        let shares = if busy == 0 {
+            per_event
+        } else {
+            reconcile(per_event, kernel.as_ref())
+        };
         LimitsReport {
-            rwnd: kernel.map_or(per_event.rwnd, |k| k.rwnd_fraction),
-            cwnd: per_event.cwnd,
-            sndbuf: kernel.map_or(per_event.sndbuf, |k| k.sndbuf_fraction),
-            app: per_event.app,
-            unlimited: per_event.unlimited,
+            rwnd: shares.rwnd,
+            cwnd: shares.cwnd,
+            sndbuf: shares.sndbuf,
+            app: shares.app,
+            unlimited: shares.unlimited,
             source: if kernel.is_some() {
                 "kernel_chrono"
             } else {
                 "per_event"
             },
+            kernel_minus_per_event: kernel.map(|k| KernelDifference {
+                rwnd: k.rwnd_fraction - per_event.rwnd,
+                sndbuf: k.sndbuf_fraction - per_event.sndbuf,
+            }),
             busy_ns: busy,
             idle_ns: self.ns[Limit::Idle as usize],
             per_event,
@@ -606,6 +736,34 @@ mod tests {
             (0.25, 0.0, "kernel_chrono")
         );
         assert_eq!(r.per_event.unlimited, 1.0);
+        // The kernel's other three quarters go where we saw the time go,
+        // unlimited: the shares partition busy time.
+        assert_eq!((r.cwnd, r.app, r.unlimited), (0.0, 0.0, 0.75));
+        assert_eq!(r.rwnd + r.cwnd + r.sndbuf + r.app + r.unlimited, 1.0);
+        let d = r.kernel_minus_per_event.unwrap();
+        assert_eq!((d.rwnd, d.sndbuf), (0.25, 0.0));
+    }
+
+    /// Kernel rwnd 0.5 and sndbuf 0.1; per-event cwnd 0.2, app 0.2,
+    /// unlimited 0.2 (of 0.6 not rwnd/sndbuf): the kernel's remaining 0.4
+    /// splits 1:1:1.
+    #[test]
+    fn shares_partition_busy_time_with_the_kernels_figures() {
+        let per_event = LimitFractions {
+            rwnd: 0.3,
+            cwnd: 0.2,
+            sndbuf: 0.1,
+            app: 0.2,
+            unlimited: 0.2,
+        };
+        let kernel = KernelChrono::from_totals([40, 50, 10], None).unwrap();
+        let r = reconcile(per_event, Some(&kernel));
+        assert_eq!((r.rwnd, r.sndbuf), (0.5, 0.1));
+        for share in [r.cwnd, r.app, r.unlimited] {
+            assert!((share - 0.4 / 3.0).abs() < 1e-12, "{r:?}");
+        }
+        assert!((r.rwnd + r.cwnd + r.sndbuf + r.app + r.unlimited - 1.0).abs() < 1e-12);
+        assert_eq!(reconcile(per_event, None), per_event);
     }
 
     #[test]

@@ -41,6 +41,14 @@ use serde::Serialize;
 use stalls::{StallDetector, Transition};
 use std::net::SocketAddr;
 
+/// `TCPOLEN_TSTAMP_ALIGNED`: what timestamps add to every segment's header.
+const TIMESTAMP_OPTION_BYTES: u32 = 12;
+
+/// A limit binds when the rate it allows at the measured RTT is at most this
+/// many times the rate acknowledged: a window that allows 500 Gb/s on a
+/// 16 Gb/s flow limits nothing.
+pub const BIND_MARGIN: f64 = 2.0;
+
 /// Tuning of alerts and of what the report can know only from outside.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowConfig {
@@ -273,8 +281,10 @@ impl Flow {
             }
             Body::TcpRcv(r) => {
                 self.limits.state.merge_tcp_rcv(r);
+                // The peer's window while the sender waited for this ACK.
+                let held_wnd = self.limits.state.snd_wnd;
                 self.limits.advance(ts);
-                self.limits.chrono = Some(ChronoSample::of(r));
+                self.limits.on_chrono(ts, ChronoSample::of(r));
                 if self.recv_stalls.is_active() {
                     if r.len == 0 && r.seq == r.rcv_nxt.wrapping_sub(1) {
                         self.recv_stalls.probe();
@@ -304,7 +314,7 @@ impl Flow {
                     );
                     self.stall_ended(t, StallSide::Sender, cfg, peer, out);
                 }
-                self.check_limits(ts, cfg, peer, out);
+                self.check_limits(ts, held_wnd, cfg, peer, out);
             }
             Body::Sendmsg(s) => {
                 self.limits.advance(ts);
@@ -403,47 +413,76 @@ impl Flow {
         self.alert(out, ts, AlertKind::MssClamp, message);
     }
 
-    fn check_limits(&mut self, ts: u64, cfg: &WindowConfig, peer: &PeerView, out: &mut Vec<Alert>) {
-        let Some(fractions) = self
+    /// Limit alerts. A limit's share of the recent window is the kernel's
+    /// where its chrono measured the window (rwnd, sndbuf), as in the
+    /// report, else ours; it counts only while the limit binds: the rate the
+    /// limited quantity allows at the measured RTT is within
+    /// [`BIND_MARGIN`] of the rate acknowledged over the same window. An
+    /// episode ends (and may fire again) when the share falls below half
+    /// the threshold.
+    fn check_limits(
+        &mut self,
+        ts: u64,
+        held_wnd: u32,
+        cfg: &WindowConfig,
+        peer: &PeerView,
+        out: &mut Vec<Alert>,
+    ) {
+        let Some(ours) = self
             .limits
             .recent(cfg.min_duration_ns.min(cfg.limit_window_ns))
         else {
             return;
+        };
+        let check = self.limits.recent_check(ts, cfg.limit_window_ns);
+        let shares = match check.kernel {
+            Some([rwnd, sndbuf]) => [rwnd, ours[1], sndbuf],
+            None => ours,
         };
         const KINDS: [AlertKind; 3] = [
             AlertKind::RwndLimited,
             AlertKind::CwndLimited,
             AlertKind::SndbufLimited,
         ];
+        let srtt = self.srtt_us(peer);
         for (i, kind) in KINDS.into_iter().enumerate() {
-            if !self.limit_episodes[i].update(fractions[i] * 100.0, cfg.threshold_pct) {
-                continue;
-            }
             let s = self.limits.state;
             let (what, window) = match kind {
                 AlertKind::RwndLimited => {
-                    (format!("peer window {} B", s.snd_wnd), u64::from(s.snd_wnd))
+                    (format!("peer window {held_wnd} B"), u64::from(held_wnd))
                 }
                 AlertKind::CwndLimited => {
                     let bytes = u64::from(s.snd_cwnd) * u64::from(s.mss_cache);
                     (format!("cwnd {} × {} B", s.snd_cwnd, s.mss_cache), bytes)
                 }
                 _ => (
-                    format!(
-                        "sk_wmem_queued {} ≥ sk_sndbuf {} B",
-                        s.sk_wmem_queued, s.sk_sndbuf
-                    ),
+                    format!("send buffer sk_sndbuf {} B", s.sk_sndbuf),
                     u64::from(s.sk_sndbuf),
                 ),
             };
-            let srtt = self.srtt_us(peer);
-            let ceiling = bps(window as f64, f64::from(srtt)).map_or(String::new(), |b| {
+            let cap = bps(window as f64, f64::from(srtt));
+            let binds = match (cap, check.acked_bps) {
+                (Some(cap), Some(acked)) => cap <= acked * BIND_MARGIN,
+                _ => true,
+            };
+            let share = if binds { shares[i] } else { 0.0 };
+            if !self.limit_episodes[i].update(share * 100.0, cfg.threshold_pct) {
+                continue;
+            }
+            let source = match (check.kernel, kind) {
+                (Some(_), AlertKind::RwndLimited | AlertKind::SndbufLimited) => "kernel chrono",
+                _ => "per event",
+            };
+            let ceiling = cap.map_or(String::new(), |b| {
                 format!("; at srtt {srtt} µs that caps at {}", rate(b))
             });
+            let achieved = check.acked_bps.map_or(String::new(), |b| {
+                format!(", and {} was acknowledged", rate(b))
+            });
             let message = format!(
-                "{} {:.0}% of the last {} ms: {what}{ceiling}",
+                "{} {:.0}% of the last {} ms ({source}): {what}{ceiling}{achieved}",
                 kind.name(),
-                fractions[i] * 100.0,
+                share * 100.0,
                 cfg.limit_window_ns / 1_000_000
             );
             self.alert(out, ts, kind, message);
@@ -456,7 +495,8 @@ impl Flow {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LiveWindow {
     pub sock_cookie: u64,
-    /// Busy time limited by each cause (per-event figures, see [`LimitsReport`]).
+    /// Busy time limited by each cause (rwnd and sndbuf the kernel's where
+    /// known, as in [`LimitsReport`]).
     pub limited: LimitTimes,
     pub advertised_count: u64,
     pub mss_rounded_count: u64,
@@ -484,13 +524,13 @@ impl LiveWindow {
 }
 
 impl Flow {
-    fn live(&self) -> LiveWindow {
+    fn live(&self, hz: Option<u32>) -> LiveWindow {
         let (send_count, send_ns, send_active) = self.send_stalls.so_far(self.last_ns);
         let (recv_count, recv_ns, recv_active) = self.recv_stalls.so_far(self.last_ns);
         let rx = self.rx.counts();
         LiveWindow {
             sock_cookie: self.cookie,
-            limited: self.limits.limited(),
+            limited: self.limits.limited(hz),
             advertised_count: rx.advertised_count,
             mss_rounded_count: rx.mss_rounded_count,
             mss_rounding_bytes_lost: rx.mss_rounding_bytes_lost,
@@ -717,7 +757,11 @@ impl WindowAnalyzer {
 
     /// Every socket's figures so far, in no particular order.
     pub fn live_flows(&self) -> impl Iterator<Item = LiveWindow> + '_ {
-        self.flows.iter().filter(|f| !f.is_vacant()).map(Flow::live)
+        let hz = self.hz();
+        self.flows
+            .iter()
+            .filter(|f| !f.is_vacant())
+            .map(move |f| f.live(hz))
     }
 
     /// Flow slots in use or free: the analyses' memory.
@@ -749,7 +793,7 @@ impl WindowAnalyzer {
             .iter()
             .filter_map(|&s| Some((s, self.flow_at(s)?)))
             .collect();
-        let lives: Vec<LiveWindow> = found.iter().map(|&(_, i)| self.flows[i].live()).collect();
+        let lives: Vec<LiveWindow> = found.iter().map(|&(_, i)| self.flows[i].live(hz)).collect();
         let receives: Vec<ReceiveWindow> =
             found.iter().map(|&(_, i)| self.flows[i].finish()).collect();
         let mut retired = Vec::with_capacity(found.len());
@@ -953,16 +997,18 @@ impl WindowAnalyzer {
                 s.mean_usable_whole_segments
             });
             advice.extend(advice::throughput_ceiling(current as u64, srtt_now));
-            if effective_sender_mss > 0 {
-                // Header overhead of the MTU: IP and TCP, plus options the MSS excludes (timestamps: advmss − rcv_mss).
+            // The kernel rounds to the MSS only unscaled windows; a scaled
+            // one is aligned to 1 << wscale, which no MTU changes.
+            if effective_sender_mss > 0 && wscale == 0 {
+                // Header overhead of the MTU: IP and TCP headers and the
+                // 12 B of timestamps Linux negotiates by default. Neither
+                // MSS tells: the kernel takes the timestamps out of advmss
+                // and mss_cache alike.
                 let ip_tcp = match flow.ends {
                     Some((SocketAddr::V6(_), _)) => 60,
                     _ => 40,
                 };
-                let options = u32::from(advmss)
-                    .checked_sub(rcv_mss)
-                    .filter(|&o| o <= 40)
-                    .unwrap_or(12);
+                let options = TIMESTAMP_OPTION_BYTES;
                 advice.extend(advice::mtu_choices(
                     free as u64,
                     effective_sender_mss,

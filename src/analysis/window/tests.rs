@@ -313,6 +313,19 @@ fn limited(limit: &str) -> tt_tcp_rcv {
     }
 }
 
+/// `ev` after `ms` milliseconds of 100 MB/s acknowledged: every sequence
+/// number moved on by as much.
+fn progressed(ev: tt_tcp_rcv, ms: u32) -> tt_tcp_rcv {
+    let by = ms * 100_000;
+    tt_tcp_rcv {
+        snd_una: ev.snd_una.wrapping_add(by),
+        ack: ev.ack.wrapping_add(by),
+        snd_nxt: ev.snd_nxt.wrapping_add(by),
+        write_seq: ev.write_seq.wrapping_add(by),
+        ..ev
+    }
+}
+
 #[test]
 fn limit_fractions_and_hysteresis() {
     let s = &SENDER;
@@ -322,13 +335,15 @@ fn limit_fractions_and_hysteresis() {
         jiffies: 700,
         ..limited("rwnd")
     };
+    // The limits bind: 100 MB acknowledged a second against the 800 Mb/s
+    // that 10000 B of window allow at srtt 100 µs.
     let events = [
         s.rcv(0, limited("app")),
-        s.rcv(100 * MS, limited("rwnd")), // (0, 100]: rwnd
-        s.rcv(150 * MS, limited("cwnd")), // (100, 150]: cwnd
-        s.rcv(400 * MS, limited("app")),  // (150, 400]: app
-        s.rcv(500 * MS, limited("idle")), // (400, 500]: idle
-        s.rcv(700 * MS, last),            // (500, 700]: rwnd again
+        s.rcv(100 * MS, progressed(limited("rwnd"), 100)), // (0, 100]: rwnd
+        s.rcv(150 * MS, progressed(limited("cwnd"), 150)), // (100, 150]: cwnd
+        s.rcv(400 * MS, progressed(limited("app"), 400)),  // (150, 400]: app
+        s.rcv(500 * MS, progressed(limited("idle"), 500)), // (400, 500]: idle
+        s.rcv(700 * MS, progressed(last, 700)),            // (500, 700]: rwnd again
     ];
     let (alerts, report) = run(WindowConfig::default(), &events);
     // rwnd 100 % of the first 100 ms; cwnd 50/150 = 33 % ≥ 20 %; by 400 ms the

@@ -1021,6 +1021,17 @@ impl ComputedRelocation {
             let is_ld_imm64 = ins.code == (BPF_LD | BPF_DW) as u8;
 
             poison_insn(ins);
+            // tenge-trace patch: kept, in case the program reaches it.
+            RELOCATION_FAILURES.with(|failures| {
+                failures.borrow_mut().push(RelocationFailure {
+                    function: function.name.clone(),
+                    instruction: ins_index,
+                    error: format!(
+                        "relocation #{}: no field or type of the kernel's BTF matches",
+                        rel.number
+                    ),
+                })
+            });
 
             if is_ld_imm64 {
                 let next_ins = instructions.get_mut(ins_index + 1).ok_or(

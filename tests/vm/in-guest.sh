@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs inside a matrix guest (tests/vm/matrix.sh), as root, in the checkout.
+set -euo pipefail
+bin=target/release/tenge-trace
+export CI=true RUST_BACKTRACE=1
+step() { echo "-- $(uname -r): $*"; }
+
+step "check --json"
+$bin check --json > /tmp/check.json
+$bin check | sed -n '/hook families/,/^$/p'
+
+# Each test binary, with the named tests only, one at a time.
+run() {
+  local binary=$1; shift
+  step "$(basename "$binary" | sed 's/-[0-9a-f]*$//') $*"
+  "$binary" --exact --test-threads=1 "$@"
+}
+TT_EXPECT_BACKENDS=tp_btf,raw_tp,tracepoint,fentry,kprobe \
+  run "$TT_VM_PROBES" every_backend_records_the_kernels_windows_and_mss traces_a_loopback_transfer
+run "$TT_VM_CORE_LAB" recorded_windows_match_the_wire_and_mss_matches_ss
+run "$TT_VM_WINDOW_LAB" mss_clamp_windows_match_the_wire mss_mismatch_compounds_the_rounding \
+  sws_stalls_match_zero_window_periods
+run "$TT_VM_CLI_STAGES" stages_json_on_stdout_of_a_short_transfer
+
+step "watch --exit-on-alert during a clamped transfer"
+timeout 300 $bin watch --exit-on-alert --min-duration 50 > /tmp/watch.out 2>&1 &
+watch=$!
+sleep 3 # the probes attach
+timeout 240 $bin lab --scenario mss-clamp > /tmp/lab.out 2>&1 || true
+rc=0
+wait $watch || rc=$?
+cat /tmp/watch.out | head -5
+[ "$rc" -eq 3 ] || { echo "watch --exit-on-alert exited $rc, not 3"; tail -20 /tmp/lab.out; exit 1; }
+step "all passed"
