@@ -200,13 +200,50 @@ int BPF_PROG(app_read_fentry, struct sock *sk, struct msghdr *msg, size_t len, i
 	return app_read_body(sk, ret, true);
 }
 
+/*
+ * Sockets a port or address filter kept, by cookie: their last transitions
+ * come with the ports already zeroed (the local port is released before
+ * LAST_ACK -> CLOSE), and the collector needs the CLOSE to retire them.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u8);
+} kept_socks SEC(".maps");
+
+/* Whether a state event passes the filters, following kept sockets by cookie. */
+static __always_inline bool state_wanted(const struct tt_hdr *h, int newstate)
+{
+	bool kept = port_wanted(h) && addr_wanted(h) && netns_wanted(h);
+	__u64 cookie = h->sock_cookie;
+	__u8 yes = 1;
+
+	if (!(filter_port || filter_addr_set) || !cookie)
+		return kept;
+	if (kept)
+		bpf_map_update_elem(&kept_socks, &cookie, &yes, BPF_ANY);
+	else
+		kept = netns_wanted(h) && bpf_map_lookup_elem(&kept_socks, &cookie);
+	if (newstate == TCP_STATE_CLOSE)
+		bpf_map_delete_elem(&kept_socks, &cookie);
+	return kept;
+}
+
 /* Never sampled: rare, and the flow table needs every transition. */
 static __always_inline int state_body(const struct sock *sk, int oldstate, int newstate, bool btf)
 {
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	struct tt_hdr h = {};
 
-	if (!is_tcp(sk, btf) || !sock_flow(&h, sk, btf, btf))
+	if (!is_tcp(sk, btf))
+		return 0;
+	h.sport = RD(btf, sk, __sk_common.skc_num);
+	h.dport = bpf_ntohs(RD(btf, sk, __sk_common.skc_dport));
+	sock_addrs(&h, sk, btf);
+	h.netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);
+	h.sock_cookie = sock_cookie(sk, btf, btf);
+	if (!state_wanted(&h, newstate))
 		return 0;
 	EMIT_BEGIN(ev, state, &h, TT_KIND_STATE);
 	ev->body.oldstate = oldstate;

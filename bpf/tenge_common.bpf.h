@@ -49,6 +49,7 @@
 #define TCP_FLAG_SYN	       0x02
 #define TCP_FLAG_ACK	       0x10
 #define TCP_STATE_TIME_WAIT    6
+#define TCP_STATE_CLOSE	       7
 #define TCP_STATE_NEW_SYN_RECV 12
 
 /* Filters; 0 (or filter_addr_set == 0) turns one off. */
@@ -192,14 +193,9 @@ static __always_inline bool is_tcp(const struct sock *sk, bool btf)
 	return sk && RD(btf, sk, sk_protocol) == IPPROTO_TCP;
 }
 
-/* Header of a socket event (local end first); false if filtered out. */
-static __always_inline bool sock_flow(struct tt_hdr *h, const struct sock *sk, bool btf,
-				      bool trusted)
+/* The family and addresses of `sk`, local end first. */
+static __always_inline void sock_addrs(struct tt_hdr *h, const struct sock *sk, bool btf)
 {
-	h->sport = RD(btf, sk, __sk_common.skc_num);
-	h->dport = bpf_ntohs(RD(btf, sk, __sk_common.skc_dport));
-	if (!port_wanted(h))
-		return false;
 	h->family = RD(btf, sk, __sk_common.skc_family);
 	if (h->family == AF_INET6) {
 		RD_INTO(btf, &h->saddr, sk, __sk_common.skc_v6_rcv_saddr);
@@ -208,6 +204,17 @@ static __always_inline bool sock_flow(struct tt_hdr *h, const struct sock *sk, b
 		map_v4(h->saddr, RD(btf, sk, __sk_common.skc_rcv_saddr));
 		map_v4(h->daddr, RD(btf, sk, __sk_common.skc_daddr));
 	}
+}
+
+/* Header of a socket event (local end first); false if filtered out. */
+static __always_inline bool sock_flow(struct tt_hdr *h, const struct sock *sk, bool btf,
+				      bool trusted)
+{
+	h->sport = RD(btf, sk, __sk_common.skc_num);
+	h->dport = bpf_ntohs(RD(btf, sk, __sk_common.skc_dport));
+	if (!port_wanted(h))
+		return false;
+	sock_addrs(h, sk, btf);
 	if (!addr_wanted(h))
 		return false;
 	h->netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);

@@ -332,9 +332,24 @@ fn assert_transfer(transfer: &Transfer, cookies_from_start: bool) {
     let socket_of = |ev: &Event| match ev.hdr.sport {
         p if p == sender.port => Some(sender),
         p if p == server_port => Some(receiver),
+        // With the port gone, a kept socket's state events pass by cookie
+        // (the receiver's LAST_ACK -> CLOSE).
+        0 if matches!(ev.body, Body::State(_)) && ev.hdr.sock_cookie == receiver.cookie => {
+            Some(receiver)
+        }
         0 if matches!(ev.body, Body::State(_)) => Some(sender),
         _ => None,
     };
+    // Both ends' last transition reaches the collector despite the port
+    // filter: it retires sockets by their CLOSE.
+    for sock in [sender, receiver] {
+        assert!(
+            events.iter().any(|ev| ev.hdr.sock_cookie == sock.cookie
+                && matches!(ev.body, Body::State(s) if s.newstate == 7)),
+            "no CLOSE of port {}",
+            sock.port
+        );
+    }
     for ev in events
         .iter()
         .filter(|ev| !ev.is_packet_event() && !matches!(ev.body, Body::NapiPoll(_)))

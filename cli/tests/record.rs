@@ -296,7 +296,9 @@ fn lab_json_is_alert_lines_then_one_summary() {
         .map(|l| serde_json::from_str(l).expect("every stdout line is one JSON object"))
         .collect();
     let (summary, alerts) = lines.split_last().expect("a summary line");
-    assert!(alerts.iter().all(|a| a["type"] == "alert"));
+    assert!(alerts
+        .iter()
+        .all(|a| a["type"] == "alert" || a["type"] == "cleared"));
     assert_eq!(summary["type"], "summary");
     assert_eq!(summary["scenario"], "rwnd-limited");
     // The kernel's view of both sockets, read while they were open.

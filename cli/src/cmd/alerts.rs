@@ -19,10 +19,10 @@ impl AlertPrinter {
     }
 
     pub fn print(&mut self, alert: &Alert) {
-        self.count += 1;
+        self.count += u64::from(!alert.cleared);
         if self.json {
             let mut value = serde_json::to_value(alert).expect("alerts serialize");
-            value["type"] = "alert".into();
+            value["type"] = if alert.cleared { "cleared" } else { "alert" }.into();
             println!("{value}");
         } else {
             let unix_ns = alert.ts_ns as i64 + self.boot_offset_ns;
@@ -35,7 +35,8 @@ impl AlertPrinter {
             );
             let kind = serde_json::to_value(alert.kind).expect("kinds serialize");
             println!(
-                "{h:02}:{m:02}:{s:02}.{ms:03} UTC  ALERT {:<14} {} (cookie {}): {}",
+                "{h:02}:{m:02}:{s:02}.{ms:03} UTC  {:<7} {:<14} {} (cookie {}): {}",
+                if alert.cleared { "CLEARED" } else { "ALERT" },
                 kind.as_str().unwrap_or("?"),
                 alert.flow,
                 alert.sock_cookie,

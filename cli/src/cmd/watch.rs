@@ -62,7 +62,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             }
             for alert in analysis.borrow_mut().push(&ev) {
                 printer.print(&alert);
-                if args.exit_on_alert {
+                if args.exit_on_alert && !alert.cleared {
                     flags.stop.store(true, Ordering::SeqCst);
                 }
             }

@@ -33,6 +33,9 @@ pub struct Alert {
     /// "src -> dst" (local end first).
     pub flow: String,
     pub kind: AlertKind,
+    /// The episode of an earlier alert of this kind and socket ended: the
+    /// figure fell below half the threshold, or the socket closed.
+    pub cleared: bool,
     /// What happened, with the bytes and the throughput it costs.
     pub message: String,
 }
@@ -62,23 +65,43 @@ impl Iterator for Alerts<'_> {
 }
 
 /// An episode switch with hysteresis: it fires when the metric reaches the
-/// threshold and re-arms only after the metric falls below half of it, so a
+/// threshold and ends only after the metric falls below half of it, so a
 /// metric hovering around the threshold gives one alert, not one per event.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Episode {
     active: bool,
 }
 
+/// What one reading of the metric did to an [`Episode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Turn {
+    Started,
+    Ended,
+    Unchanged,
+}
+
 impl Episode {
-    /// Feeds the current metric; true exactly when a new episode starts.
-    pub fn update(&mut self, metric: f64, threshold: f64) -> bool {
-        if self.active {
-            self.active = metric >= threshold / 2.0;
-            false
-        } else {
-            self.active = metric >= threshold;
-            self.active
+    pub fn update(&mut self, metric: f64, threshold: f64) -> Turn {
+        match (self.active, metric >= threshold, metric >= threshold / 2.0) {
+            (false, true, _) => {
+                self.active = true;
+                Turn::Started
+            }
+            (true, _, false) => {
+                self.active = false;
+                Turn::Ended
+            }
+            _ => Turn::Unchanged,
         }
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// Ends the episode (the socket closed); true if one was active.
+    pub fn end(&mut self) -> bool {
+        std::mem::take(&mut self.active)
     }
 }
 
@@ -105,11 +128,17 @@ mod tests {
         let mut e = Episode::default();
         // 20 % threshold: 19 no, 21 fires, 15 and 25 stay in the episode (≥ 10),
         // 9 ends it, 30 starts a second one.
-        let fired: Vec<bool> = [19.0, 21.0, 15.0, 25.0, 9.0, 30.0]
+        let turns: Vec<Turn> = [19.0, 21.0, 15.0, 25.0, 9.0, 30.0]
             .iter()
             .map(|&m| e.update(m, 20.0))
             .collect();
-        assert_eq!(fired, [false, true, false, false, false, true]);
+        use Turn::*;
+        assert_eq!(
+            turns,
+            [Unchanged, Started, Unchanged, Unchanged, Ended, Started]
+        );
+        // A closed socket ends the running episode once.
+        assert!(e.end() && !e.end());
     }
 
     #[test]

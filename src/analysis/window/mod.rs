@@ -33,13 +33,16 @@ pub use stalls::{StallSide, SwsStall};
 
 use crate::event::{addr_text, Body, Event};
 use crate::flow::{place, prefetch_span, FastMap};
-use alerts::{bps, rate, Episode};
+use alerts::{bps, rate, Episode, Turn};
 use limits::{estimate_hz, ChronoSample, LimitTracker};
 use receiver::ReceiverSide;
 use sender::SenderSide;
 use serde::Serialize;
 use stalls::{StallDetector, Transition};
 use std::net::SocketAddr;
+
+/// `TCP_CLOSE` in `inet_sock_set_state`'s `newstate`.
+const TCP_CLOSE: u8 = 7;
 
 /// `TCPOLEN_TSTAMP_ALIGNED`: what timestamps add to every segment's header.
 const TIMESTAMP_OPTION_BYTES: u32 = 12;
@@ -239,10 +242,46 @@ impl Flow {
             sock_cookie: self.cookie,
             flow: self.name(),
             kind,
+            cleared: false,
             message,
         };
         self.alerts.push(alert.clone());
         out.push(alert);
+    }
+
+    /// The end of an alert's episode: live only, the report keeps what fired.
+    fn clear(&self, out: &mut Vec<Alert>, ts_ns: u64, kind: AlertKind, message: String) {
+        out.push(Alert {
+            ts_ns,
+            sock_cookie: self.cookie,
+            flow: self.name(),
+            kind,
+            cleared: true,
+            message,
+        });
+    }
+
+    /// The socket closed: every episode still running ends with it.
+    fn close_episodes(&mut self, ts_ns: u64, out: &mut Vec<Alert>) {
+        if self.clamp_episode.end() {
+            self.clear(
+                out,
+                ts_ns,
+                AlertKind::MssClamp,
+                "mss_clamp ended: the socket closed".into(),
+            );
+        }
+        const KINDS: [AlertKind; 3] = [
+            AlertKind::RwndLimited,
+            AlertKind::CwndLimited,
+            AlertKind::SndbufLimited,
+        ];
+        for (i, kind) in KINDS.into_iter().enumerate() {
+            if self.limit_episodes[i].end() {
+                let message = format!("{} ended: the socket closed", kind.name());
+                self.clear(out, ts_ns, kind, message);
+            }
+        }
     }
 
     fn on_event(&mut self, ev: &Event, peer: &PeerView, cfg: &WindowConfig, out: &mut Vec<Alert>) {
@@ -384,11 +423,20 @@ impl Flow {
         let Some((fraction, free, lost)) = self.rx.recent_loss() else {
             return;
         };
-        if !self
+        match self
             .clamp_episode
             .update(fraction * 100.0, cfg.threshold_pct)
         {
-            return;
+            Turn::Started => {}
+            Turn::Ended => {
+                let message = format!(
+                    "mss_clamp ended: the latest windows lose {:.1}% of free space",
+                    fraction * 100.0
+                );
+                self.clear(out, ts, AlertKind::MssClamp, message);
+                return;
+            }
+            Turn::Unchanged => return,
         }
         let cost = bps(lost, f64::from(self.srtt_us(peer))).map_or(String::new(), |b| {
             format!(", {} at srtt {} µs", rate(b), self.srtt_us(peer))
@@ -417,9 +465,9 @@ impl Flow {
     /// where its chrono measured the window (rwnd, sndbuf), as in the
     /// report, else ours; it counts only while the limit binds: the rate the
     /// limited quantity allows at the measured RTT is within
-    /// [`BIND_MARGIN`] of the rate acknowledged over the same window. An
-    /// episode ends (and may fire again) when the share falls below half
-    /// the threshold.
+    /// [`BIND_MARGIN`] of the rate acknowledged over the same window, when an
+    /// episode starts. An episode ends (and may fire again) when the share
+    /// falls below half the threshold.
     fn check_limits(
         &mut self,
         ts: u64,
@@ -465,9 +513,28 @@ impl Flow {
                 (Some(cap), Some(acked)) => cap <= acked * BIND_MARGIN,
                 _ => true,
             };
-            let share = if binds { shares[i] } else { 0.0 };
-            if !self.limit_episodes[i].update(share * 100.0, cfg.threshold_pct) {
-                continue;
+            // Binding decides whether an episode starts; once started, it
+            // ends by its share alone (a window that opens for one ACK
+            // does not end it).
+            let episode = &mut self.limit_episodes[i];
+            let share = if binds || episode.is_active() {
+                shares[i]
+            } else {
+                0.0
+            };
+            match episode.update(share * 100.0, cfg.threshold_pct) {
+                Turn::Started => {}
+                Turn::Ended => {
+                    let message = format!(
+                        "{} ended: {:.0}% of the last {} ms",
+                        kind.name(),
+                        share * 100.0,
+                        cfg.limit_window_ns / 1_000_000
+                    );
+                    self.clear(out, ts, kind, message);
+                    continue;
+                }
+                Turn::Unchanged => continue,
             }
             let source = match (check.kernel, kind) {
                 (Some(_), AlertKind::RwndLimited | AlertKind::SndbufLimited) => "kernel chrono",
@@ -680,7 +747,35 @@ impl WindowAnalyzer {
             self.analyze(ev, ev.hdr.sock_cookie, socket);
             return Alerts::take(&mut self.alerts);
         }
+        if let Body::State(st) = &ev.body {
+            if st.newstate == TCP_CLOSE && ev.hdr.sock_cookie != 0 {
+                self.closed(ev, socket);
+                return Alerts::take(&mut self.alerts);
+            }
+        }
         Alerts::none()
+    }
+
+    /// A socket closed: its episodes end (cleared alerts); it is not created.
+    #[inline(never)]
+    fn closed(&mut self, ev: &Event, socket: Option<usize>) {
+        self.alerts.clear();
+        if let Some(i) = self.find(ev.hdr.sock_cookie, socket) {
+            self.flows[i].close_episodes(ev.hdr.ts_ns, &mut self.alerts);
+        }
+    }
+
+    /// The flow of a socket, by the flow table's index or by cookie.
+    fn find(&self, cookie: u64, socket: Option<usize>) -> Option<usize> {
+        match socket {
+            Some(s) => self
+                .by_socket
+                .get(s)
+                .copied()
+                .filter(|&i| i != NO_FLOW)
+                .map(|i| i as usize),
+            None => self.index.get(&cookie).copied(),
+        }
     }
 
     /// Whether `ev` is an event the window analyses take.
@@ -716,12 +811,8 @@ impl WindowAnalyzer {
                     .map_or((sample, sample), |(first, _)| (first, sample)),
             );
         }
-        let found = match socket {
-            Some(s) => self.by_socket.get(s).copied().filter(|&i| i != NO_FLOW),
-            None => self.index.get(&cookie).map(|&i| i as u32),
-        };
-        let i = match found {
-            Some(i) => i as usize,
+        let i = match self.find(cookie, socket) {
+            Some(i) => i,
             None => {
                 let mut flow = Flow::new(cookie, ev.hdr.ts_ns, self.cfg.limit_window_ns);
                 flow.socket = socket.map_or(NO_FLOW, |s| s as u32);

@@ -112,9 +112,20 @@ fn sent(seq: u32, len: u32, snd_una: u32, probes_out: u8) -> tt_window_adv {
     }
 }
 
+/// The alerts that fired (not the ends of their episodes), by ms and kind.
 fn kinds(alerts: &[Alert]) -> Vec<(u64, &'static str)> {
     alerts
         .iter()
+        .filter(|a| !a.cleared)
+        .map(|a| (a.ts_ns / MS, a.kind.name()))
+        .collect()
+}
+
+/// The ends of episodes, by ms and kind.
+fn cleared(alerts: &[Alert]) -> Vec<(u64, &'static str)> {
+    alerts
+        .iter()
+        .filter(|a| a.cleared)
         .map(|a| (a.ts_ns / MS, a.kind.name()))
         .collect()
 }
@@ -355,6 +366,12 @@ fn limit_fractions_and_hysteresis() {
             (150, "cwnd_limited"),
             (700, "rwnd_limited")
         ]
+    );
+    // Each episode ends once, at the event that took its share below half
+    // the threshold: both at 400 ms, when the last 200 ms were app time.
+    assert_eq!(
+        cleared(&alerts),
+        [(400, "rwnd_limited"), (400, "cwnd_limited")]
     );
     let l = &report.flows[0].limits;
     // Busy 600 ms: rwnd 300, cwnd 50, app 250; idle 100.
