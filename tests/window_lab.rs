@@ -331,16 +331,22 @@ fn sws_stalls_match_zero_window_periods() {
     }
     assert!(!periods.is_empty(), "the slow reader closes the window");
     assert_eq!(stalls.len(), periods.len());
-    const TOLERANCE_NS: i64 = 5_000_000;
+    // Under emulation (the kernel matrix's TCG guests, TT_VM set) one vCPU
+    // waits for the other's time slice between the wire and the sender.
+    let tolerance_ns: i64 = if std::env::var_os("TT_VM").is_some() {
+        25_000_000
+    } else {
+        5_000_000
+    };
     for (s, (start, end)) in stalls.iter().zip(&periods) {
         let wire_start = monotonic_ns(*start);
         let wire_ns = ((end - start) * 1e9) as i64;
         assert!(
-            (s.start_ns as i64 - wire_start).abs() < TOLERANCE_NS,
+            (s.start_ns as i64 - wire_start).abs() < tolerance_ns,
             "{s:?} vs {start}"
         );
         assert!(
-            (s.duration_ns as i64 - wire_ns).abs() < TOLERANCE_NS,
+            (s.duration_ns as i64 - wire_ns).abs() < tolerance_ns,
             "{s:?} vs {wire_ns} ns"
         );
         assert!(s.ended);

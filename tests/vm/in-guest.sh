@@ -2,7 +2,8 @@
 # Runs inside a matrix guest (tests/vm/matrix.sh), as root, in the checkout.
 set -euo pipefail
 bin=target/release/tenge-trace
-export CI=true RUST_BACKTRACE=1
+# TT_VM: timing tolerances for an emulated kernel (tests/window_lab.rs).
+export CI=true RUST_BACKTRACE=1 TT_VM=1
 step() { echo "-- $(uname -r): $*"; }
 
 step "check --json"
