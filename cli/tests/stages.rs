@@ -100,3 +100,38 @@ fn stages_refuses_an_unknown_netns_and_sampling() {
         "{stderr}"
     );
 }
+
+/// `--interval 0.4 --duration 1`: two whole intervals and the one the end
+/// cut short; together they cover the run.
+#[test]
+fn stages_intervals_cover_the_whole_duration() {
+    if !common::require_root("stages_intervals_cover_the_whole_duration") {
+        return;
+    }
+    let out = bin()
+        .args([
+            "stages",
+            "--port",
+            "1",
+            "--interval",
+            "0.4",
+            "--duration",
+            "1",
+        ])
+        .args(["--json", "-"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let intervals = json["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 3, "{intervals:?}");
+    for pair in intervals.windows(2) {
+        assert_eq!(pair[0]["end_s"], pair[1]["start_s"]);
+    }
+    let end = intervals.last().unwrap()["end_s"].as_f64().unwrap();
+    assert!(
+        (end - json["elapsed_s"].as_f64().unwrap()).abs() < 0.1,
+        "{json}"
+    );
+}

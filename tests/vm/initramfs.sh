@@ -38,7 +38,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work"/{bin,dev,proc,sys,mnt,out,modules}
 cp /bin/busybox "$work/bin/busybox"
-for tool in sh mount umount insmod mkdir chroot poweroff cat echo sleep; do
+for tool in sh mount umount insmod mkdir chroot poweroff cat echo sleep sed; do
   ln -s busybox "$work/bin/$tool"
 done
 i=0

@@ -36,6 +36,34 @@ struct IntervalSummary {
     summary: StagesSummary,
 }
 
+/// The `--interval` tables so far, and where the next one starts.
+struct Intervals {
+    started: Instant,
+    last: StageTotals,
+    last_at: Instant,
+    list: Vec<IntervalSummary>,
+}
+
+impl Intervals {
+    /// Ends the current interval at the maps' totals `now`; its table.
+    fn close(&mut self, now: StageTotals) -> String {
+        let summary = now.since(&self.last).summary();
+        let at = Instant::now();
+        let (start_s, end_s) = (
+            (self.last_at - self.started).as_secs_f64(),
+            (at - self.started).as_secs_f64(),
+        );
+        let table = format!("{start_s:.1}-{end_s:.1} s\n{}\n", summary.render_table());
+        self.list.push(IntervalSummary {
+            start_s,
+            end_s,
+            summary,
+        });
+        (self.last, self.last_at) = (now, at);
+        table
+    }
+}
+
 pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
     if let Some(secs) = args.interval {
         anyhow::ensure!(secs > 0.0, "--interval must be more than 0 seconds");
@@ -58,34 +86,23 @@ pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
     let deadline = args.duration.map(|s| started + Duration::from_secs_f64(s));
     let interval = args.interval.map(Duration::from_secs_f64);
 
-    let mut intervals = Vec::new();
-    let mut last = StageTotals::default();
-    let mut last_at = started;
+    let mut intervals = Intervals {
+        started,
+        last: StageTotals::default(),
+        last_at: started,
+        list: Vec::new(),
+    };
     while !flags.stop.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
         std::thread::sleep(TICK);
-        let Some(every) = interval else {
-            continue;
-        };
-        if last_at.elapsed() < every {
-            continue;
+        if interval.is_some_and(|every| intervals.last_at.elapsed() >= every) {
+            print(&intervals.close(tracer.read()?));
         }
-        let now = tracer.read()?;
-        let summary = now.since(&last).summary();
-        let (start_s, end_s) = (
-            (last_at - started).as_secs_f64(),
-            started.elapsed().as_secs_f64(),
-        );
-        print(&format!(
-            "{start_s:.1}-{end_s:.1} s\n{}\n",
-            summary.render_table()
-        ));
-        intervals.push(IntervalSummary {
-            start_s,
-            end_s,
-            summary,
-        });
-        (last, last_at) = (now, Instant::now());
     }
+    // The interval the end cut short (the duration need not be a multiple).
+    if interval.is_some() && intervals.last_at.elapsed() >= TICK {
+        print(&intervals.close(tracer.read()?));
+    }
+    let intervals = intervals.list;
     let totals = tracer.read()?.summary();
     let elapsed_s = started.elapsed().as_secs_f64();
     let child_status = child.map(|handle| handle.join().expect("waiter thread"));

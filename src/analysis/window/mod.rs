@@ -34,12 +34,35 @@ pub use stalls::{StallSide, SwsStall};
 use crate::event::{addr_text, Body, Event};
 use crate::flow::{place, prefetch_span, FastMap};
 use alerts::{bps, rate, Episode, Turn};
-use limits::{estimate_hz, ChronoSample, LimitTracker};
+use limits::{estimate_hz, ChronoSample, LimitTracker, SenderState};
 use receiver::ReceiverSide;
 use sender::SenderSide;
 use serde::Serialize;
 use stalls::{StallDetector, Transition};
 use std::net::SocketAddr;
+
+/// The limit alerts, in the order of `limit_episodes` and the recent shares.
+const LIMIT_KINDS: [AlertKind; 3] = [
+    AlertKind::RwndLimited,
+    AlertKind::CwndLimited,
+    AlertKind::SndbufLimited,
+];
+
+/// What a limit alert names, and its size in bytes: the peer's window the
+/// sender waited on, the congestion window or the send buffer.
+fn limited_quantity(kind: AlertKind, s: &SenderState, held_wnd: u32) -> (String, u64) {
+    match kind {
+        AlertKind::RwndLimited => (format!("peer window {held_wnd} B"), u64::from(held_wnd)),
+        AlertKind::CwndLimited => (
+            format!("cwnd {} × {} B", s.snd_cwnd, s.mss_cache),
+            u64::from(s.snd_cwnd) * u64::from(s.mss_cache),
+        ),
+        _ => (
+            format!("send buffer sk_sndbuf {} B", s.sk_sndbuf),
+            u64::from(s.sk_sndbuf),
+        ),
+    }
+}
 
 /// `TCP_CLOSE` in `inet_sock_set_state`'s `newstate`.
 const TCP_CLOSE: u8 = 7;
@@ -271,12 +294,7 @@ impl Flow {
                 "mss_clamp ended: the socket closed".into(),
             );
         }
-        const KINDS: [AlertKind; 3] = [
-            AlertKind::RwndLimited,
-            AlertKind::CwndLimited,
-            AlertKind::SndbufLimited,
-        ];
-        for (i, kind) in KINDS.into_iter().enumerate() {
+        for (i, kind) in LIMIT_KINDS.into_iter().enumerate() {
             if self.limit_episodes[i].end() {
                 let message = format!("{} ended: the socket closed", kind.name());
                 self.clear(out, ts_ns, kind, message);
@@ -442,9 +460,17 @@ impl Flow {
             format!(", {} at srtt {} µs", rate(b), self.srtt_us(peer))
         });
         let cause = match latest {
-            c if c.class == WindowClass::Clamped65535 => {
+            c if c.class == WindowClass::Clamped65535 && self.rx.rcv_wscale == 0 => {
                 "the 65535 header clamp (no window scaling)".to_string()
             }
+            // The scale was chosen from the buffer at the handshake.
+            c if c.class == WindowClass::Clamped65535 => format!(
+                "the header's ceiling 65535 << {ws} = {} B (window scale {ws}, fixed at the \
+                 handshake by the receive buffer then: set SO_RCVBUF before listen/connect, \
+                 or leave it to autotuning)",
+                65535u64 << self.rx.rcv_wscale,
+                ws = self.rx.rcv_wscale
+            ),
             c if c.class == WindowClass::WscaleAligned => {
                 format!("alignment to 1 << {}", self.rx.rcv_wscale)
             }
@@ -487,27 +513,9 @@ impl Flow {
             Some([rwnd, sndbuf]) => [rwnd, ours[1], sndbuf],
             None => ours,
         };
-        const KINDS: [AlertKind; 3] = [
-            AlertKind::RwndLimited,
-            AlertKind::CwndLimited,
-            AlertKind::SndbufLimited,
-        ];
         let srtt = self.srtt_us(peer);
-        for (i, kind) in KINDS.into_iter().enumerate() {
-            let s = self.limits.state;
-            let (what, window) = match kind {
-                AlertKind::RwndLimited => {
-                    (format!("peer window {held_wnd} B"), u64::from(held_wnd))
-                }
-                AlertKind::CwndLimited => {
-                    let bytes = u64::from(s.snd_cwnd) * u64::from(s.mss_cache);
-                    (format!("cwnd {} × {} B", s.snd_cwnd, s.mss_cache), bytes)
-                }
-                _ => (
-                    format!("send buffer sk_sndbuf {} B", s.sk_sndbuf),
-                    u64::from(s.sk_sndbuf),
-                ),
-            };
+        for (i, kind) in LIMIT_KINDS.into_iter().enumerate() {
+            let (what, window) = limited_quantity(kind, &self.limits.state, held_wnd);
             let cap = bps(window as f64, f64::from(srtt));
             let binds = match (cap, check.acked_bps) {
                 (Some(cap), Some(acked)) => cap <= acked * BIND_MARGIN,
@@ -522,16 +530,16 @@ impl Flow {
             } else {
                 0.0
             };
+            let of_window = format!(
+                "{} {:.0}% of the last {} ms",
+                kind.name(),
+                share * 100.0,
+                cfg.limit_window_ns / 1_000_000
+            );
             match episode.update(share * 100.0, cfg.threshold_pct) {
                 Turn::Started => {}
                 Turn::Ended => {
-                    let message = format!(
-                        "{} ended: {:.0}% of the last {} ms",
-                        kind.name(),
-                        share * 100.0,
-                        cfg.limit_window_ns / 1_000_000
-                    );
-                    self.clear(out, ts, kind, message);
+                    self.clear(out, ts, kind, format!("ended: {of_window}"));
                     continue;
                 }
                 Turn::Unchanged => continue,
@@ -546,12 +554,7 @@ impl Flow {
             let achieved = check.acked_bps.map_or(String::new(), |b| {
                 format!(", and {} was acknowledged", rate(b))
             });
-            let message = format!(
-                "{} {:.0}% of the last {} ms ({source}): {what}{ceiling}{achieved}",
-                kind.name(),
-                share * 100.0,
-                cfg.limit_window_ns / 1_000_000
-            );
+            let message = format!("{of_window} ({source}): {what}{ceiling}{achieved}");
             self.alert(out, ts, kind, message);
         }
     }
