@@ -351,7 +351,11 @@ fn sws_stalls_match_zero_window_periods() {
         );
         assert!(s.ended);
     }
-    assert_eq!(run.alerts_of(AlertKind::SwsStall).len(), stalls.len());
+    // One alert per stall that lasted the alerts' minimum (100 ms): a slow
+    // guest's reader also makes shorter ones, which are reported, not alerted.
+    let min_ns = AnalysisConfig::default().window.min_duration_ns;
+    let long = stalls.iter().filter(|s| s.duration_ns >= min_ns).count();
+    assert_eq!(run.alerts_of(AlertKind::SwsStall).len(), long);
 }
 
 /// (c) The control: scaling, autotuning, a fast reader, pacing.
