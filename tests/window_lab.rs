@@ -59,8 +59,12 @@ impl Run {
             .unwrap_or_else(|| panic!("no flow for {local}"))
     }
 
+    /// The alerts of `kind` that fired (not the ends of their episodes).
     fn alerts_of(&self, kind: AlertKind) -> Vec<&Alert> {
-        self.alerts.iter().filter(|a| a.kind == kind).collect()
+        self.alerts
+            .iter()
+            .filter(|a| a.kind == kind && !a.cleared)
+            .collect()
     }
 }
 
@@ -128,10 +132,42 @@ fn traced_run(cfg: &LabConfig, tag: &str) -> Run {
     }
 }
 
+/// The five limit shares of every socket that was busy sum to 1, whichever
+/// source each came from, and alerts fired and cleared in pairs at most.
+fn assert_shares_partition_busy_time(run: &Run) {
+    for f in &run.report.flows {
+        let l = &f.limits;
+        let sum = l.rwnd + l.cwnd + l.sndbuf + l.app + l.unlimited;
+        if l.busy_ns > 0 {
+            assert!(
+                (sum - 1.0).abs() < 1e-9,
+                "{}: shares sum to {sum}: {l:?}",
+                f.src
+            );
+        } else {
+            assert_eq!(sum, 0.0, "{}: not busy, shares {l:?}", f.src);
+        }
+    }
+    for kind in [
+        AlertKind::RwndLimited,
+        AlertKind::CwndLimited,
+        AlertKind::SndbufLimited,
+    ] {
+        let of = |cleared: bool| {
+            run.alerts
+                .iter()
+                .filter(|a| a.kind == kind && a.cleared == cleared)
+                .count()
+        };
+        assert!(of(true) <= of(false), "{kind:?}: more cleared than fired");
+    }
+}
+
 /// Every lab flow is explained by the kernel's formulas. One window may go
 /// unverified: a passive end's SYN-ACK is sent by its request socket, which
 /// the probes skip, and the first ACK after it may keep that unseen offer.
 fn assert_model_holds(run: &Run) {
+    assert_shares_partition_busy_time(run);
     assert_eq!(run.report.model_mismatches, 0);
     for f in &run.report.flows {
         let r = &f.window.receive;
