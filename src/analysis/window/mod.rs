@@ -48,19 +48,22 @@ const LIMIT_KINDS: [AlertKind; 3] = [
     AlertKind::SndbufLimited,
 ];
 
-/// What a limit alert names, and its size in bytes: the peer's window the
+/// The size in bytes of what a limit alert is about: the peer's window the
 /// sender waited on, the congestion window or the send buffer.
-fn limited_quantity(kind: AlertKind, s: &SenderState, held_wnd: u32) -> (String, u64) {
+fn limited_bytes(kind: AlertKind, s: &SenderState, held_wnd: u32) -> u64 {
     match kind {
-        AlertKind::RwndLimited => (format!("peer window {held_wnd} B"), u64::from(held_wnd)),
-        AlertKind::CwndLimited => (
-            format!("cwnd {} × {} B", s.snd_cwnd, s.mss_cache),
-            u64::from(s.snd_cwnd) * u64::from(s.mss_cache),
-        ),
-        _ => (
-            format!("send buffer sk_sndbuf {} B", s.sk_sndbuf),
-            u64::from(s.sk_sndbuf),
-        ),
+        AlertKind::RwndLimited => u64::from(held_wnd),
+        AlertKind::CwndLimited => u64::from(s.snd_cwnd) * u64::from(s.mss_cache),
+        _ => u64::from(s.sk_sndbuf),
+    }
+}
+
+/// [`limited_bytes`] as an alert names it.
+fn limited_text(kind: AlertKind, s: &SenderState, held_wnd: u32) -> String {
+    match kind {
+        AlertKind::RwndLimited => format!("peer window {held_wnd} B"),
+        AlertKind::CwndLimited => format!("cwnd {} × {} B", s.snd_cwnd, s.mss_cache),
+        _ => format!("send buffer sk_sndbuf {} B", s.sk_sndbuf),
     }
 }
 
@@ -515,7 +518,7 @@ impl Flow {
         };
         let srtt = self.srtt_us(peer);
         for (i, kind) in LIMIT_KINDS.into_iter().enumerate() {
-            let (what, window) = limited_quantity(kind, &self.limits.state, held_wnd);
+            let window = limited_bytes(kind, &self.limits.state, held_wnd);
             let cap = bps(window as f64, f64::from(srtt));
             let binds = match (cap, check.acked_bps) {
                 (Some(cap), Some(acked)) => cap <= acked * BIND_MARGIN,
@@ -530,20 +533,21 @@ impl Flow {
             } else {
                 0.0
             };
+            let turn = episode.update(share * 100.0, cfg.threshold_pct);
+            if turn == Turn::Unchanged {
+                continue;
+            }
             let of_window = format!(
                 "{} {:.0}% of the last {} ms",
                 kind.name(),
                 share * 100.0,
                 cfg.limit_window_ns / 1_000_000
             );
-            match episode.update(share * 100.0, cfg.threshold_pct) {
-                Turn::Started => {}
-                Turn::Ended => {
-                    self.clear(out, ts, kind, format!("ended: {of_window}"));
-                    continue;
-                }
-                Turn::Unchanged => continue,
+            if turn == Turn::Ended {
+                self.clear(out, ts, kind, format!("ended: {of_window}"));
+                continue;
             }
+            let what = limited_text(kind, &self.limits.state, held_wnd);
             let source = match (check.kernel, kind) {
                 (Some(_), AlertKind::RwndLimited | AlertKind::SndbufLimited) => "kernel chrono",
                 _ => "per event",
