@@ -140,7 +140,6 @@ pub fn mtu_choices(free_space: u64, mss: u32, overhead: u32) -> Option<Advice> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::kernel::win_from_space;
     use super::*;
 
     #[test]
@@ -168,7 +167,7 @@ mod tests {
     #[test]
     fn buffer_for_whole_segments() {
         // 4 × 8948 = 35792 B at ratio 234: ⌈35792·256/234⌉ = ⌈39157.6⌉ = 39158;
-        // win_from_space(234, 39158) = 9162972 >> 8 = 35792. SO_RCVBUF 19579.
+        // SpaceRule::Ratio(234).win_from_space(39158) = 9162972 >> 8 = 35792. SO_RCVBUF 19579.
         let Some(Advice::ReceiveBuffer {
             window,
             sk_rcvbuf,
@@ -183,8 +182,8 @@ mod tests {
             (window, sk_rcvbuf, so_rcvbuf, needs_window_scaling),
             (35792, 39158, 19579, false)
         );
-        assert_eq!(win_from_space(234, 39158), 35792);
-        assert_eq!(win_from_space(234, 39157), 35791);
+        assert_eq!(SpaceRule::Ratio(234).win_from_space(39158), 35792);
+        assert_eq!(SpaceRule::Ratio(234).win_from_space(39157), 35791);
         // 8 segments = 71584 > 65535 without a scale.
         let Some(Advice::ReceiveBuffer {
             needs_window_scaling,

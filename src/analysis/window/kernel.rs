@@ -83,16 +83,6 @@ impl SpaceRule {
     }
 }
 
-/// [`SpaceRule::win_from_space`] of a 6.7+ kernel's `scaling_ratio`.
-pub fn win_from_space(scaling_ratio: u8, space: i64) -> i64 {
-    SpaceRule::Ratio(scaling_ratio).win_from_space(space)
-}
-
-/// [`SpaceRule::space_for_window`] of a 6.7+ kernel's `scaling_ratio`.
-pub fn space_for_window(scaling_ratio: u8, window: u64) -> Option<u64> {
-    SpaceRule::Ratio(scaling_ratio).space_for_window(window)
-}
-
 /// Largest multiple of `unit` (a power of two) not above `x`; floors negatives like the kernel's `round_down`.
 fn round_down_pow2(x: i64, unit: i64) -> i64 {
     x & !(unit - 1)
@@ -408,16 +398,16 @@ mod tests {
     #[test]
     fn win_from_space_and_inverse() {
         // 131072 · 234 = 30670848; >> 8 = 119808.
-        assert_eq!(win_from_space(234, 131072), 119808);
+        assert_eq!(SpaceRule::Ratio(234).win_from_space(131072), 119808);
         // Default ratio 128 is one half: 66000 → 33000.
-        assert_eq!(win_from_space(128, 66000), 33000);
+        assert_eq!(SpaceRule::Ratio(128).win_from_space(66000), 33000);
         // Negative space floors: −10 · 128 = −1280 >> 8 = −5.
-        assert_eq!(win_from_space(128, -10), -5);
+        assert_eq!(SpaceRule::Ratio(128).win_from_space(-10), -5);
         // 27001 · 256 / 234 = 29539.56 → 29540 (29540·234 >> 8 = 27001, 29539 gives 27000).
-        assert_eq!(space_for_window(234, 27001), Some(29540));
-        assert_eq!(win_from_space(234, 29540), 27001);
-        assert_eq!(win_from_space(234, 29539), 27000);
-        assert_eq!(space_for_window(0, 1), None);
+        assert_eq!(SpaceRule::Ratio(234).space_for_window(27001), Some(29540));
+        assert_eq!(SpaceRule::Ratio(234).win_from_space(29540), 27001);
+        assert_eq!(SpaceRule::Ratio(234).win_from_space(29539), 27000);
+        assert_eq!(SpaceRule::Ratio(0).space_for_window(1), None);
     }
 
     #[test]
@@ -621,8 +611,8 @@ mod tests {
         // 23168 is kept while it lies in (offerable − 1448, offerable], that is
         // for offerable 23168..=24560 (the cap): space ≥ ⌈23168 · 256 / 229⌉ =
         // 25900, backlog ≤ 32768 − 25900 = 6868. The least backlog, 0, explains it.
-        assert_eq!(win_from_space(229, 32768 - 6868), 23168);
-        assert_eq!(win_from_space(229, 32768 - 6869), 23167);
+        assert_eq!(SpaceRule::Ratio(229).win_from_space(32768 - 6868), 23168);
+        assert_eq!(SpaceRule::Ratio(229).win_from_space(32768 - 6869), 23167);
         let sel = select_window_backlog_bounded(&s, prior, 23168).unwrap();
         assert_eq!(
             (
@@ -638,7 +628,10 @@ mod tests {
         // the most free space is 23167, at backlog 6869.
         let sel = select_window_backlog_bounded(&s, prior, 21720).unwrap();
         assert_eq!((sel.free_space, sel.rule), (23167, Rule::MssRoundDown));
-        assert_eq!(win_from_space(229, 32768 - 6869), sel.free_space);
+        assert_eq!(
+            SpaceRule::Ratio(229).win_from_space(32768 - 6869),
+            sel.free_space
+        );
         // No backlog at all: 29312 capped to 24560, 23168 kept; more is impossible.
         assert_eq!(select_window_backlog_bounded(&s, prior, 24616), None);
         // Nor a value between the rounding steps.
