@@ -199,7 +199,8 @@ pub struct FlowInfo {
     pub events: u64,
     /// TCP payload bytes this socket sent (outgoing segments at the device queue).
     pub bytes_sent: u64,
-    /// TCP payload bytes this socket received (segments TCP took).
+    /// TCP payload bytes this socket received, each once: what a segment
+    /// carries below `rcv_nxt` was received before (as `tcpi_bytes_received`).
     pub bytes_received: u64,
     /// Last TCP state seen (include/net/tcp_states.h), 0 if none.
     pub state: u8,
@@ -209,6 +210,17 @@ impl FlowInfo {
     /// Whether the socket's last state seen is `TCP_CLOSE`.
     pub fn is_closed(&self) -> bool {
         self.state == crate::event::tcp_state::CLOSE
+    }
+}
+
+/// The bytes of a segment at or above `rcv_nxt`: a retransmission of what
+/// arrived already adds nothing.
+fn new_payload(r: &crate::event::tt_tcp_rcv) -> u32 {
+    let below = r.rcv_nxt.wrapping_sub(r.seq);
+    if below >= 1 << 31 {
+        r.len
+    } else {
+        r.len.saturating_sub(below)
     }
 }
 
@@ -268,7 +280,7 @@ impl FlowTable {
         flow.last_ns = flow.last_ns.max(ev.hdr.ts_ns);
         match &ev.body {
             Body::WindowAdv(w) => flow.bytes_sent += w.len as u64,
-            Body::TcpRcv(r) => flow.bytes_received += r.len as u64,
+            Body::TcpRcv(r) => flow.bytes_received += u64::from(new_payload(r)),
             Body::State(s) => flow.state = s.newstate,
             _ => {}
         }
@@ -610,6 +622,23 @@ mod tests {
         let f = table.get(77).unwrap();
         assert_eq!((f.events, f.bytes_received), (2, 8948));
         assert_eq!(f.src, "198.18.0.2:5001");
+    }
+
+    #[test]
+    fn received_bytes_count_each_byte_once() {
+        let seg = |seq: u32, rcv_nxt: u32| tt_tcp_rcv {
+            seq,
+            len: 1000,
+            rcv_nxt,
+            ..Default::default()
+        };
+        // In order, a duplicate, a half-new one, one past a hole, across the wrap.
+        assert_eq!(new_payload(&seg(5000, 5000)), 1000);
+        assert_eq!(new_payload(&seg(4000, 5000)), 0);
+        assert_eq!(new_payload(&seg(4500, 5000)), 500);
+        assert_eq!(new_payload(&seg(7000, 5000)), 1000);
+        assert_eq!(new_payload(&seg(u32::MAX - 499, 500)), 0);
+        assert_eq!(new_payload(&seg(u32::MAX - 499, 0)), 500);
     }
 
     #[test]

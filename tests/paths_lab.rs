@@ -36,6 +36,9 @@ struct BulkRun {
     /// sender, and at the receiver's driver entry: what veth counts.
     traced_xmit_skbs: u64,
     traced_entry_skbs: u64,
+    /// The cookies of the sockets that wrote and read the data.
+    writer_cookie: u64,
+    reader_cookie: u64,
 }
 
 fn bulk_run(lab: &Lab, cfg: &LabConfig, sample_every: u32) -> BulkRun {
@@ -51,6 +54,7 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, sample_every: u32) -> BulkRun {
         ..PathConfig::default()
     });
     let (mut xmit, mut entry) = (0, 0);
+    let (mut writer_cookie, mut reader_cookie) = (0, 0);
     let sender_ip = std::net::IpAddr::V4(lab.sender_ip());
     let options = TracerOptions {
         filters: Filters {
@@ -70,6 +74,8 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, sample_every: u32) -> BulkRun {
             match &ev.body {
                 Body::DevStartXmit(_) if from_sender => xmit += 1,
                 Body::RxEntry(_) if from_sender => entry += 1,
+                Body::Sendmsg(_) => writer_cookie = ev.hdr.sock_cookie,
+                Body::AppRead(_) => reader_cookie = ev.hdr.sock_cookie,
                 _ => {}
             }
             paths.push(&ev);
@@ -88,6 +94,8 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, sample_every: u32) -> BulkRun {
         receiver_rx: receiver_after.rx - receiver_before.rx,
         traced_xmit_skbs: xmit,
         traced_entry_skbs: entry,
+        writer_cookie,
+        reader_cookie,
     }
 }
 
@@ -184,6 +192,18 @@ fn stage_counts_match_the_interface_counters_and_coverage_is_complete() {
     let lab = Lab::new(&cfg).unwrap();
     let run = bulk_run(&lab, &cfg, 1);
     print_report("one segment per skb", &run);
+    // Each end's breakdown names its own socket (`flamegraph --flow COOKIE`).
+    for (local, cookie) in [
+        (run.transfer.sender_addr, run.writer_cookie),
+        (run.transfer.receiver_addr, run.reader_cookie),
+    ] {
+        let row = run
+            .report
+            .flows
+            .iter()
+            .find(|f| f.local == local.to_string());
+        assert_eq!(row.map(|f| f.cookie), Some(cookie), "{local}");
+    }
     let c = &run.report.coverage;
     assert!(c.tx_fraction.unwrap() >= 0.95, "{c:?}");
     assert!(c.rx_fraction.unwrap() >= 0.95, "{c:?}");

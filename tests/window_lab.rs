@@ -315,7 +315,16 @@ fn mss_mismatch_compounds_the_rounding() {
     );
     let chain = flow.window.chain.as_ref().expect("a window chain");
     eprintln!("{chain:?}");
-    assert_eq!(chain.advertised, chain.free_space / 8948 * 8948);
+    // The receiver's window held longest, as the wire carried it: whole
+    // segments of its estimate, at most the free space (less where the
+    // soft cap rcv_ssthresh cut it first).
+    assert!(run
+        .receiver_windows
+        .iter()
+        .any(|w| u64::from(w.window) == chain.advertised));
+    assert_eq!(chain.shaped_by, Some(WindowClass::MssRounded));
+    assert_eq!(chain.advertised % 8948, 0);
+    assert!(chain.advertised <= chain.free_space, "{chain:?}");
     assert_eq!(chain.usable, chain.advertised / 8960 * 8960);
     // k × 8948 holds only k − 1 whole 8960-byte segments: a further segment lost.
     assert_eq!(chain.usable + 8960, chain.advertised / 8948 * 8960);

@@ -57,6 +57,114 @@ fn example_rules_and_config_pass_promtool() {
     }
 }
 
+/// A flow rule of alerts.yml: `tenge_trace_flow_alert_active{kind="K"} == 1`.
+struct FlowRule {
+    alert: String,
+    kind: String,
+    labels: serde_yaml::Mapping,
+    annotations: serde_yaml::Mapping,
+}
+
+fn flow_rules() -> Vec<FlowRule> {
+    let text = std::fs::read_to_string(examples().join("alerts.yml")).unwrap();
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let rules = doc["groups"][0]["rules"].as_sequence().unwrap();
+    rules
+        .iter()
+        .filter_map(|r| {
+            let expr = r["expr"].as_str()?;
+            let kind = expr
+                .strip_prefix("tenge_trace_flow_alert_active{kind=\"")?
+                .strip_suffix("\"} == 1")?;
+            Some(FlowRule {
+                alert: r["alert"].as_str()?.to_string(),
+                kind: kind.to_string(),
+                labels: r["labels"].as_mapping().cloned().unwrap_or_default(),
+                annotations: r["annotations"].as_mapping().cloned().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// `promtool test rules` on every flow rule: one flow's episode of the rule's
+/// kind seen by the scrapes at 45 s to 1 m 30 s (the flow closes at 2 m 15 s),
+/// another kind's episode beside it. The rule fires at the first evaluation
+/// that sees the episode (within one scrape and one evaluation interval of
+/// its start, 30 s at prometheus.yml's 15 s) and resolves at the first one
+/// that does not.
+#[test]
+fn flow_rules_fire_with_the_episode_and_resolve_with_it() {
+    let Some(promtool) = tool("promtool") else {
+        return;
+    };
+    let rules = flow_rules();
+    assert_eq!(rules.len(), 5, "one rule per alert kind");
+    let flow = [
+        ("src", "10.0.0.1:5000"),
+        ("dst", "10.0.0.2:5201"),
+        ("cookie", "4098"),
+    ];
+    let series = |kind: &str| {
+        let labels: Vec<String> = flow.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        format!(
+            "tenge_trace_flow_alert_active{{{},kind=\"{kind}\"}}",
+            labels.join(",")
+        )
+    };
+    let render = |template: &str| {
+        flow.iter().fold(template.to_string(), |t, (k, v)| {
+            t.replace(&format!("{{{{ $labels.{k} }}}}"), v)
+        })
+    };
+    let mut tests = Vec::new();
+    for rule in &rules {
+        let other = rules.iter().find(|r| r.kind != rule.kind).unwrap();
+        let mut labels = rule.labels.clone();
+        for (k, v) in flow.iter().chain([&("kind", rule.kind.as_str())]) {
+            labels.insert((*k).into(), (*v).into());
+        }
+        let annotations: serde_yaml::Mapping = rule
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), render(v.as_str().unwrap()).into()))
+            .collect();
+        let firing = serde_json::json!([{"exp_labels": labels, "exp_annotations": annotations}]);
+        let at = |eval_time: &str, exp: &serde_json::Value| serde_json::json!({"eval_time": eval_time, "alertname": rule.alert, "exp_alerts": exp});
+        let none = serde_json::json!([]);
+        tests.push(serde_json::json!({
+            "interval": "15s",
+            "input_series": [
+                {"series": series(&rule.kind), "values": "0 0 0 1 1 1 1 0 0 _ _"},
+                {"series": series(&other.kind), "values": "1 1 1 1 1 1 1 1 1 _ _"},
+            ],
+            "alert_rule_test": [
+                at("30s", &none),
+                at("45s", &firing),
+                at("1m30s", &firing),
+                at("1m45s", &none),
+                at("2m30s", &none),
+            ],
+        }));
+    }
+    let dir = TempDir::new("promtool");
+    let file = dir.join("alerts.test.yml");
+    let doc = serde_json::json!({
+        "rule_files": [examples().join("alerts.yml")],
+        "evaluation_interval": "15s",
+        "tests": tests,
+    });
+    std::fs::write(&file, serde_yaml::to_string(&doc).unwrap()).unwrap();
+    let out = Command::new(&promtool)
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "promtool test rules:\n{text}");
+    assert!(text.contains("SUCCESS"), "{text}");
+}
+
 /// A child process stopped on drop: SIGTERM (watch then detaches its probes
 /// and prints its summary), SIGKILL if it is still there after 10 s.
 struct Running(Child);
@@ -158,7 +266,8 @@ fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
     }
 }
 
-/// The example rules with durations a test can wait for: `for:` 2 s, rate windows 5 s.
+/// The example rules with durations a test can wait for: `for:` 2 s, rate
+/// windows 5 s (the flow rules have neither: they follow watch's episodes).
 fn test_rules() -> String {
     std::fs::read_to_string(examples().join("alerts.yml"))
         .unwrap()
@@ -245,7 +354,7 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
     let rules = api(prometheus_addr, "/api/v1/rules");
     assert_eq!(
         rules["groups"][0]["rules"].as_array().map(Vec::len),
-        Some(6),
+        Some(7),
         "{rules}"
     );
 
@@ -294,6 +403,19 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
         transfer.join().unwrap().unwrap();
         (fired, series)
     });
+    // The sockets closed: their episodes end, their series go, the alert resolves.
+    wait_until(
+        "the clamp alert to resolve after the flows closed",
+        Duration::from_secs(30),
+        || {
+            let alerts = api(prometheus_addr, "/api/v1/alerts");
+            !alerts["alerts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["labels"]["alertname"] == "TcpWindowClamped" && ours(&a["labels"]))
+        },
+    );
     eprintln!("fired: {fired}");
     assert_eq!(fired["labels"]["alertname"], "TcpWindowClamped", "{fired}");
     assert!(fired["annotations"]["runbook"]

@@ -27,6 +27,7 @@
 //! | `flow_window_rounding_loss_ratio` | gauge | flow (top flows only) |
 //! | `flow_sws_stalls_total`, `flow_sws_stall_seconds_total` | counter | flow |
 //! | `flow_sws_stalled` | gauge | flow (0/1; for `other`, how many) |
+//! | `flow_alert_active` | gauge | flow (top flows only), `kind` (the alerts' kinds; 0/1) |
 //! | `window_limited_seconds_total` | counter | `cause` |
 //! | `mss_rounding_lost_bytes_total`, `sws_stalls_total`, `sws_stall_seconds_total` | counter | |
 //! | `sws_stalled_flows`, `flows` | gauge | |
@@ -43,7 +44,7 @@
 //! packets (`--sample N` is not scaled in).
 
 use crate::analysis::paths::StageLatency;
-use crate::analysis::window::{LimitTimes, LiveWindow};
+use crate::analysis::window::{ActiveAlerts, AlertKind, LimitTimes, LiveWindow};
 use crate::analysis::Analysis;
 use crate::probe::ProbePlan;
 use prometheus_client::collector::Collector;
@@ -115,6 +116,8 @@ pub struct FlowFigures {
     pub sws_stall_ns: u64,
     /// Flows in an SWS stall now.
     pub stalled_flows: u64,
+    /// One flow's running alert episodes; None for sums.
+    pub alerting: Option<ActiveAlerts>,
 }
 
 impl FlowFigures {
@@ -131,6 +134,7 @@ impl FlowFigures {
             sws_stalls: w.sws_stalls,
             sws_stall_ns: w.sws_stall_ns,
             stalled_flows: u64::from(w.stalled),
+            alerting: window.map(|w| w.alerting),
         }
     }
 
@@ -327,6 +331,20 @@ impl Snapshot {
             "Time in silly-window stalls",
             Some(&Unit::Seconds),
             self.per_flow().map(|(l, f)| (l, seconds(f.sws_stall_ns))),
+        )?;
+        family(
+            enc,
+            "flow_alert_active",
+            "1 while an episode of the alert kind runs on the flow: from watch's ALERT line to its CLEARED line or the socket's close (top flows only)",
+            None,
+            self.per_flow().flat_map(|(labels, f)| {
+                f.alerting.into_iter().flat_map(move |active| {
+                    AlertKind::ALL.map(|kind| {
+                        let value = ConstGauge::new(i64::from(active.contains(kind)));
+                        (with(&labels, ("kind", kind.name())), value)
+                    })
+                })
+            }),
         )?;
         family(
             enc,

@@ -169,9 +169,10 @@ pub fn render_report(report: &Report) -> String {
         if let Some(c) = &flow.window.chain {
             let _ = writeln!(
                 out,
-                "  window chain: {} B free -> {} B advertised (rounded to the receiver's MSS estimate) -> {} B usable (whole segments of the sender's MSS): {} lost",
+                "  window chain (the window held longest): {} B free -> {} B advertised ({}) -> {} B usable (whole segments of the sender's MSS): {} lost",
                 c.free_space,
                 c.advertised,
+                c.shaped_by.map_or("as the receiver chose it", |class| class.describe()),
                 c.usable,
                 pct(c.compounded_loss_fraction)
             );

@@ -39,7 +39,7 @@ mod transfer;
 
 pub use netns::{cleanup_all_created, Netns};
 pub use scenario::Scenario;
-pub use transfer::{tcp_info, TcpInfoSnapshot, TransferEnds, TransferReport};
+pub use transfer::{tcp_info, TcpInfoPoll, TcpInfoSnapshot, TransferEnds, TransferReport};
 
 use anyhow::{Context, Result};
 use netns::run;
@@ -162,6 +162,10 @@ pub struct LabConfig {
     /// The transfer over IPv6 (the lab has both families' addresses).
     #[serde(default)]
     pub ipv6: bool,
+    /// Read the sender's `TCP_INFO` this often (µs) while the transfer runs
+    /// ([`TransferReport::sender_polls`]): the kernel's chrono over time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_sender_us: Option<u64>,
 }
 
 impl Default for LabConfig {
@@ -186,6 +190,7 @@ impl Default for LabConfig {
             eor: false,
             port: 0,
             ipv6: false,
+            poll_sender_us: None,
         }
     }
 }

@@ -24,8 +24,25 @@ pub struct TracedRun {
 pub fn run_traced(
     lab: &Lab,
     cfg: &LabConfig,
+    options: TracerOptions,
+    stop: &AtomicBool,
+    on_record: impl FnMut(&[u8]),
+    on_tick: impl FnMut(&CollectStats),
+    hold: impl FnOnce(&TransferEnds) + Send,
+) -> anyhow::Result<TracedRun> {
+    let started = |_: &ProbePlan, _: &Filters| Ok(());
+    run_traced_with(lab, cfg, options, stop, started, on_record, on_tick, hold)
+}
+
+/// [`run_traced`] that first hands the probe plan and the filters in force
+/// to `started` (a recording's header), before any record.
+#[allow(clippy::too_many_arguments)]
+pub fn run_traced_with(
+    lab: &Lab,
+    cfg: &LabConfig,
     mut options: TracerOptions,
     stop: &AtomicBool,
+    started: impl FnOnce(&ProbePlan, &Filters) -> anyhow::Result<()>,
     on_record: impl FnMut(&[u8]),
     on_tick: impl FnMut(&CollectStats),
     hold: impl FnOnce(&TransferEnds) + Send,
@@ -36,6 +53,7 @@ pub fn run_traced(
     };
     let mut tracer = Tracer::start(&options)?;
     let plan = tracer.plan().clone();
+    started(&plan, &options.filters)?;
     let collect_stop = AtomicBool::new(false);
     let (transfer, stats) = std::thread::scope(|scope| {
         let transfer = scope.spawn(|| {

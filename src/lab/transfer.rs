@@ -91,6 +91,13 @@ pub struct TcpInfoSnapshot {
     pub sk_sndbuf: u32,
 }
 
+/// The sender's `TCP_INFO` at one time of the events' clock (CLOCK_MONOTONIC).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TcpInfoPoll {
+    pub mono_ns: u64,
+    pub info: TcpInfoSnapshot,
+}
+
 /// The outcome of [`Lab::run_transfer`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TransferReport {
@@ -106,6 +113,10 @@ pub struct TransferReport {
     pub receiver_addr: SocketAddr,
     pub sender: TcpInfoSnapshot,
     pub receiver: TcpInfoSnapshot,
+    /// With [`LabConfig::poll_sender_us`]: the sender's `TCP_INFO` from
+    /// connect to the last byte, in time order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sender_polls: Vec<TcpInfoPoll>,
 }
 
 /// The two threads stop when the user asks or when the other one failed.
@@ -191,7 +202,11 @@ impl Lab {
         };
         let listen_addr = SocketAddr::new(self.receiver_addr(cfg.ipv6), cfg.port);
         let flags = &flags;
-        let (received, sent) = std::thread::scope(|s| {
+        let polling = AtomicBool::new(true);
+        let (sender_tx, sender_rx) = std::sync::mpsc::channel::<TcpStream>();
+        let poll_every = cfg.poll_sender_us.map(Duration::from_micros);
+        let (received, sent, sender_polls) = std::thread::scope(|s| {
+            let poller = s.spawn(|| poll_tcp_info(sender_rx, poll_every, &polling));
             let (addr_tx, addr_rx) = std::sync::mpsc::channel();
             let receiver = self.receiver_netns().spawn_scoped(s, move || {
                 run_end(&flags.failed, || {
@@ -201,14 +216,18 @@ impl Lab {
                 })
             });
             let sender = addr_rx.recv().ok().map(|addr| {
-                self.sender_netns()
-                    .spawn_scoped(s, move || run_end(&flags.failed, || send(addr, cfg, flags)))
+                let polled = poll_every.map(|_| sender_tx);
+                self.sender_netns().spawn_scoped(s, move || {
+                    run_end(&flags.failed, || send(addr, cfg, flags, polled))
+                })
             });
             let received = join(receiver);
             let sent = sender.map_or_else(|| Err(anyhow!(PeerFailed)), join);
+            polling.store(false, Ordering::Relaxed);
+            let polls = poller.join().unwrap_or_else(|panic| resume_unwind(panic));
             // Report the root cause, not the end that was told to give up.
             match (received, sent) {
-                (Ok(r), Ok(s)) => Ok((r, s)),
+                (Ok(r), Ok(s)) => Ok((r, s, polls)),
                 (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
                 (Err(r), Err(s)) => Err(if r.is::<PeerFailed>() { s } else { r }),
             }
@@ -243,6 +262,7 @@ impl Lab {
             receiver_addr: ends.receiver,
             sender: sender?,
             receiver: receiver?,
+            sender_polls,
         })
     }
 }
@@ -364,7 +384,35 @@ impl Reading {
     }
 }
 
-fn send(to: SocketAddr, cfg: &LabConfig, flags: &StopFlags) -> Result<Sent> {
+/// Reads `TCP_INFO` of the socket that arrives on `stream` every `every`
+/// until `polling` goes false. Nothing without a period or a socket.
+fn poll_tcp_info(
+    stream: std::sync::mpsc::Receiver<TcpStream>,
+    every: Option<Duration>,
+    polling: &AtomicBool,
+) -> Vec<TcpInfoPoll> {
+    let (Some(every), Ok(stream)) = (every, stream.recv()) else {
+        return Vec::new();
+    };
+    let mut polls = Vec::new();
+    while polling.load(Ordering::Relaxed) {
+        let mono_ns = crate::trace_file::clock_ns(libc::CLOCK_MONOTONIC);
+        match tcp_info(&stream) {
+            Ok(info) => polls.push(TcpInfoPoll { mono_ns, info }),
+            Err(_) => break,
+        }
+        std::thread::sleep(every);
+    }
+    polls
+}
+
+/// `polled`: where to hand a clone of the connected socket for [`poll_tcp_info`].
+fn send(
+    to: SocketAddr,
+    cfg: &LabConfig,
+    flags: &StopFlags,
+    polled: Option<std::sync::mpsc::Sender<TcpStream>>,
+) -> Result<Sent> {
     let fd = tcp_socket(to)?;
     let raw = fd.as_raw_fd();
     if let Some(size) = cfg.sndbuf {
@@ -398,6 +446,9 @@ fn send(to: SocketAddr, cfg: &LabConfig, flags: &StopFlags) -> Result<Sent> {
     }
     let connected_at = Instant::now();
     let mut stream = TcpStream::from(fd);
+    if let Some(polled) = polled {
+        let _ = polled.send(stream.try_clone()?);
+    }
     stream.set_write_timeout(Some(STOP_POLL))?;
     let chunk: Vec<u8> = (0..cfg.write_size.max(1)).map(|i| i as u8).collect();
     let mut left = cfg.bytes;

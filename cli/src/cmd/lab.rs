@@ -3,14 +3,15 @@
 use super::alerts::AlertPrinter;
 use super::session;
 use crate::cli::{LabArgs, OnOff, ReaderKind};
+use std::cell::RefCell;
 use std::process::ExitCode;
 use std::sync::Mutex;
 use tenge_trace::analysis::{Analysis, Provenance};
 use tenge_trace::event::Event;
 use tenge_trace::export::table::{bps, bytes, render_report};
-use tenge_trace::lab::traced::run_traced;
+use tenge_trace::lab::traced::run_traced_with;
 use tenge_trace::lab::{ss, Lab, LabConfig, Reader, Scenario};
-use tenge_trace::probe::{Filters, TracerOptions};
+use tenge_trace::probe::{Filters, ProbePlan, TracerOptions};
 use tenge_trace::trace_file::{clock_ns, kernel_release, TraceMeta, TraceSummary, TraceWriter};
 
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
@@ -40,13 +41,18 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let mut meta = TraceMeta::for_this_host();
-    meta.sample_every = args.sample;
-    let mut writer = args
-        .output
-        .as_deref()
-        .map(|path| TraceWriter::create(path, &meta))
-        .transpose()?;
+    // Created once the tracer started: the header carries its plan and filters.
+    let writer = RefCell::new(None);
+    let started = |plan: &ProbePlan, filters: &Filters| {
+        if let Some(path) = &args.output {
+            let mut meta = TraceMeta::for_this_host();
+            meta.sample_every = args.sample;
+            meta.probe_plan = serde_json::to_value(plan)?;
+            meta.filters = serde_json::to_value(filters)?;
+            *writer.borrow_mut() = Some(TraceWriter::create(path, &meta)?);
+        }
+        Ok(())
+    };
     let mut analysis = Analysis::new(super::report::analysis_config(
         &crate::cli::AlertArgs::default(),
         args.sample,
@@ -61,18 +67,23 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         },
         ..TracerOptions::default()
     };
-    let run = match run_traced(
+    let run = match run_traced_with(
         &lab,
         &cfg,
         options,
         &flags.stop,
+        started,
         |record| {
             if let Ok(ev) = Event::decode(record) {
                 for alert in analysis.push(&ev) {
                     printer.print(&alert);
                 }
             }
-            if let Some(writer) = writer.as_mut().filter(|_| write_error.is_none()) {
+            if let Some(writer) = writer
+                .borrow_mut()
+                .as_mut()
+                .filter(|_| write_error.is_none())
+            {
                 write_error = writer.write_record(record).err();
             }
         },
@@ -98,7 +109,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     if let Some(err) = write_error {
         return Err(err.into());
     }
-    if let (Some(writer), Some(path)) = (writer, &args.output) {
+    if let (Some(writer), Some(path)) = (writer.into_inner(), &args.output) {
         writer.finish(&TraceSummary {
             events: run.stats.events,
             lost: session::lost_by_name(&run.stats.lost),

@@ -302,7 +302,10 @@ impl PathAnalyzer {
     #[inline(never)]
     fn on_flow_event(&mut self, ev: &Event, i: usize) {
         let (ts, skb, cpu) = (ev.hdr.ts_ns, ev.hdr.skb, ev.hdr.cpu);
-        if ev.hdr.sock_cookie != 0 {
+        // A received skb can still carry the sending socket (veth keeps
+        // skb->sk across namespaces): before TCP, the cookie is the peer's.
+        let own_socket = !matches!(ev.body, Body::RxEntry(_) | Body::NetifReceive(_));
+        if ev.hdr.sock_cookie != 0 && own_socket {
             self.flows[i].cookie = ev.hdr.sock_cookie;
         }
         let (f, mut ctx) = self.parts(i);

@@ -15,6 +15,19 @@ pub enum AlertKind {
 }
 
 impl AlertKind {
+    pub const ALL: [AlertKind; 5] = [
+        AlertKind::MssClamp,
+        AlertKind::SwsStall,
+        AlertKind::RwndLimited,
+        AlertKind::CwndLimited,
+        AlertKind::SndbufLimited,
+    ];
+
+    /// The kind's bit in [`ActiveAlerts`].
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             AlertKind::MssClamp => "mss_clamp",
@@ -23,6 +36,25 @@ impl AlertKind {
             AlertKind::CwndLimited => "cwnd_limited",
             AlertKind::SndbufLimited => "sndbuf_limited",
         }
+    }
+}
+
+/// The alert kinds whose episode is running on a socket (for `sws_stall`: a
+/// stall in progress): what `watch` printed an ALERT for and no CLEARED yet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActiveAlerts(u8);
+
+impl ActiveAlerts {
+    pub fn set(&mut self, kind: AlertKind, active: bool) {
+        if active {
+            self.0 |= kind.bit();
+        } else {
+            self.0 &= !kind.bit();
+        }
+    }
+
+    pub fn contains(self, kind: AlertKind) -> bool {
+        self.0 & kind.bit() != 0
     }
 }
 
@@ -105,6 +137,36 @@ impl Episode {
     }
 }
 
+/// A rate from two marks of a sequence number at least `span_ns` apart: the
+/// rate from the older one to now covers between one and two spans, and
+/// marking costs a comparison per event.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct RateMarks {
+    older: Option<(u64, u32)>,
+    newer: Option<(u64, u32)>,
+}
+
+impl RateMarks {
+    pub fn mark(&mut self, ts_ns: u64, seq: u32, span_ns: u64) {
+        match self.newer {
+            Some((t, _)) if ts_ns < t.saturating_add(span_ns) => {}
+            _ => {
+                self.older = self.newer;
+                self.newer = Some((ts_ns, seq));
+            }
+        }
+    }
+
+    /// Bits per second from the older mark (the first, before there are
+    /// two: a flow ramping up is then slower than later, never faster) to
+    /// (`ts_ns`, `seq`); None before any mark.
+    pub fn bps(&self, ts_ns: u64, seq: u32) -> Option<f64> {
+        let (t0, s0) = self.older.or(self.newer)?;
+        let gap = seq.wrapping_sub(s0);
+        (ts_ns > t0 && gap < 1 << 31).then(|| f64::from(gap) * 8e9 / (ts_ns - t0) as f64)
+    }
+}
+
 /// Bits per second for `bytes` per `us` microseconds; None without a time.
 pub(super) fn bps(bytes: f64, us: f64) -> Option<f64> {
     (us > 0.0).then(|| bytes * 8.0 * 1e6 / us)
@@ -139,6 +201,23 @@ mod tests {
         );
         // A closed socket ends the running episode once.
         assert!(e.end() && !e.end());
+    }
+
+    #[test]
+    fn rate_marks_span_one_to_two_windows() {
+        let mut m = RateMarks::default();
+        assert_eq!(m.bps(0, 1000), None);
+        m.mark(0, 1000, 100);
+        assert_eq!(m.bps(50, 2000), Some(1000.0 * 8e9 / 50.0));
+        m.mark(50, 2000, 100);
+        m.mark(100, 3000, 100);
+        // From the mark at 0 (seq 1000): 3000 B in 150 ns.
+        assert_eq!(m.bps(150, 4000), Some(3000.0 * 8e9 / 150.0));
+        // Sequence wrap: 16 bytes across 2^32.
+        let mut w = RateMarks::default();
+        w.mark(0, u32::MAX - 7, 1);
+        w.mark(1, 0, 1);
+        assert_eq!(w.bps(2, 8), Some(16.0 * 8e9 / 2.0));
     }
 
     #[test]

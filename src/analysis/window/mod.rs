@@ -25,7 +25,7 @@ pub mod sender;
 pub mod stalls;
 
 pub use advice::{Advice, MtuOption};
-pub use alerts::{Alert, AlertKind, Alerts};
+pub use alerts::{ActiveAlerts, Alert, AlertKind, Alerts};
 pub use limits::{KernelChrono, LimitFractions, LimitTimes, LimitsReport};
 pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowClassifier};
 pub use sender::{SendWindow, WindowChain};
@@ -33,7 +33,7 @@ pub use stalls::{StallSide, SwsStall};
 
 use crate::event::{addr_text, Body, Event};
 use crate::flow::{place, prefetch_span, FastMap};
-use alerts::{bps, rate, Episode, Turn};
+use alerts::{bps, rate, Episode, RateMarks, Turn};
 use limits::{estimate_hz, ChronoSample, LimitTracker, SenderState};
 use receiver::ReceiverSide;
 use sender::SenderSide;
@@ -190,6 +190,8 @@ struct Flow {
     last_ns: u64,
     clamp_episode: Episode,
     limit_episodes: [Episode; 3],
+    /// `rcv_nxt` of our windows: the rate this socket receives at.
+    received: RateMarks,
     /// Local, remote.
     ends: Option<(SocketAddr, SocketAddr)>,
     /// Stalls seen from our ACKs (we send) and from our offers (untraced sender).
@@ -218,6 +220,7 @@ impl Flow {
             recv_stalls: StallDetector::default(),
             clamp_episode: Episode::default(),
             limit_episodes: [Episode::default(); 3],
+            received: RateMarks::default(),
             alerts: Vec::new(),
             socket: NO_FLOW,
         }
@@ -255,6 +258,16 @@ impl Flow {
         }
     }
 
+    /// The RTT of the data this socket receives: its sender's srtt when the
+    /// sender is traced (a receiver's own srtt dates from its handshake).
+    fn data_srtt_us(&self, peer: &PeerView) -> u32 {
+        if peer.srtt_us > 0 {
+            peer.srtt_us
+        } else {
+            self.tx.srtt_us
+        }
+    }
+
     fn name(&self) -> String {
         match self.ends {
             Some((local, remote)) => format!("{local} -> {remote}"),
@@ -285,6 +298,17 @@ impl Flow {
             cleared: true,
             message,
         });
+    }
+
+    fn alerting(&self) -> ActiveAlerts {
+        let mut active = ActiveAlerts::default();
+        active.set(AlertKind::MssClamp, self.clamp_episode.is_active());
+        let stalled = self.send_stalls.is_alerted() || self.recv_stalls.is_alerted();
+        active.set(AlertKind::SwsStall, stalled);
+        for (episode, kind) in self.limit_episodes.iter().zip(LIMIT_KINDS) {
+            active.set(kind, episode.is_active());
+        }
+        active
     }
 
     /// The socket closed: every episode still running ends with it.
@@ -325,6 +349,7 @@ impl Flow {
                         );
                         self.stall_ended(t, StallSide::Receiver, cfg, peer, out);
                     }
+                    self.received.mark(ts, w.rcv_nxt, cfg.limit_window_ns);
                     self.check_clamp(ts, &c, cfg, peer, out);
                 }
                 self.limits.advance(ts);
@@ -444,10 +469,23 @@ impl Flow {
         let Some((fraction, free, lost)) = self.rx.recent_loss() else {
             return;
         };
-        match self
-            .clamp_episode
-            .update(fraction * 100.0, cfg.threshold_pct)
-        {
+        // The loss counts only while the window binds: what it allows at
+        // the sender's RTT is within BIND_MARGIN of what arrives. A
+        // window that allows 500 Gb/s on a 16 Gb/s flow limits nothing.
+        let srtt = self.data_srtt_us(peer);
+        let cap = bps(f64::from(latest.header), f64::from(srtt));
+        let received = self.received.bps(ts, self.rx.rcv_nxt);
+        let binds = match (cap, received) {
+            (Some(cap), Some(received)) => cap <= received * BIND_MARGIN,
+            // No RTT or no rate known: the loss alone decides.
+            _ => true,
+        };
+        let loss_pct = if binds || self.clamp_episode.is_active() {
+            fraction * 100.0
+        } else {
+            0.0
+        };
+        match self.clamp_episode.update(loss_pct, cfg.threshold_pct) {
             Turn::Started => {}
             Turn::Ended => {
                 let message = format!(
@@ -459,9 +497,18 @@ impl Flow {
             }
             Turn::Unchanged => return,
         }
-        let cost = bps(lost, f64::from(self.srtt_us(peer))).map_or(String::new(), |b| {
-            format!(", {} at srtt {} µs", rate(b), self.srtt_us(peer))
+        let cost = bps(lost, f64::from(srtt)).map_or(String::new(), |b| {
+            format!(", {} at srtt {srtt} µs", rate(b))
         });
+        let binding = match (cap, received) {
+            (Some(cap), Some(received)) => format!(
+                "; the {} B window caps at {}, and {} arrived",
+                latest.header,
+                rate(cap),
+                rate(received)
+            ),
+            _ => String::new(),
+        };
         let cause = match latest {
             c if c.class == WindowClass::Clamped65535 && self.rx.rcv_wscale == 0 => {
                 "the 65535 header clamp (no window scaling)".to_string()
@@ -484,7 +531,7 @@ impl Flow {
             _ => format!("rounding down to rcv_mss {}", self.rx.rcv_mss),
         };
         let message = format!(
-            "advertised window loses {:.1}% of free space to {cause}: {lost:.0} of {free:.0} B per window{cost}",
+            "advertised window loses {:.1}% of free space to {cause}: {lost:.0} of {free:.0} B per window{cost}{binding}",
             fraction * 100.0
         );
         self.alert(out, ts, AlertKind::MssClamp, message);
@@ -583,6 +630,8 @@ pub struct LiveWindow {
     pub sws_stalls: u64,
     pub sws_stall_ns: u64,
     pub stalled: bool,
+    /// The alert episodes running now (one socket's: `add` keeps its own).
+    pub alerting: ActiveAlerts,
 }
 
 impl LiveWindow {
@@ -612,6 +661,7 @@ impl Flow {
             sws_stalls: send_count + recv_count,
             sws_stall_ns: send_ns + recv_ns,
             stalled: send_active || recv_active,
+            alerting: self.alerting(),
         }
     }
 }
@@ -666,7 +716,7 @@ pub struct WindowReportSection {
     pub ideal_window_source: Option<&'static str>,
     /// `ideal_window` in whole segments of the sender's MSS (Figure 8).
     pub mss_allowed_window: Option<u64>,
-    /// The free → advertised → usable chain at the mean free space.
+    /// The free → advertised → usable chain of the window the receiver held longest.
     pub chain: Option<WindowChain>,
     /// Throughput the rounding/clamp loss costs: mean bytes lost per RTT.
     pub rounding_cost_bps: Option<f64>,
@@ -679,6 +729,22 @@ pub struct WindowReport {
     /// `HZ` used for the chrono figures.
     pub jiffies_hz: Option<u32>,
     pub flows: Vec<FlowWindowReport>,
+}
+
+/// What a socket's report reads of its peer's receive side.
+#[derive(Clone, Copy)]
+struct PeerReceive {
+    mean_free_space: f64,
+    longest_held: Option<receiver::HeldWindow>,
+}
+
+impl PeerReceive {
+    fn of(r: &ReceiveWindow) -> Self {
+        PeerReceive {
+            mean_free_space: r.mean_free_space,
+            longest_held: r.longest_held,
+        }
+    }
 }
 
 /// No window analysis for a socket (yet): sockets without window events have none.
@@ -896,11 +962,11 @@ impl WindowAnalyzer {
             found.iter().map(|&(_, i)| self.flows[i].finish()).collect();
         let mut retired = Vec::with_capacity(found.len());
         for (k, (&(socket, i), live)) in found.iter().zip(lives).enumerate() {
-            let peer_free = self.flows[i]
+            let peer_receive = self.flows[i]
                 .peer
                 .and_then(|p| found.iter().position(|&(_, j)| j == p))
-                .map_or(0.0, |p| receives[p].mean_free_space);
-            let report = self.flow_report(i, receives[k].clone(), peer_free, hz);
+                .map(|p| PeerReceive::of(&receives[p]));
+            let report = self.flow_report(i, receives[k].clone(), peer_receive, hz);
             self.retired_mismatches += report.window.receive.model_mismatches;
             retired.push(RetiredWindow {
                 socket,
@@ -967,10 +1033,8 @@ impl WindowAnalyzer {
         let flows: Vec<FlowWindowReport> = by_cookie
             .into_iter()
             .map(|i| {
-                let peer_free = self.flows[i]
-                    .peer
-                    .map_or(0.0, |p| receives[p].mean_free_space);
-                self.flow_report(i, receives[i].clone(), peer_free, hz)
+                let peer_receive = self.flows[i].peer.map(|p| PeerReceive::of(&receives[p]));
+                self.flow_report(i, receives[i].clone(), peer_receive, hz)
             })
             .collect();
         WindowReport {
@@ -985,12 +1049,13 @@ impl WindowAnalyzer {
         }
     }
 
-    /// `receive`: the flow's [`Flow::finish`]; `peer_free`: its peer's mean free space.
+    /// `receive`: the flow's [`Flow::finish`]; `peer_receive`: its peer's
+    /// (None: the peer's state is gone, or it has none).
     fn flow_report(
         &mut self,
         i: usize,
         receive: ReceiveWindow,
-        peer_free: f64,
+        peer_receive: Option<PeerReceive>,
         hz: Option<u32>,
     ) -> FlowWindowReport {
         let peer_index = self.flows[i].peer;
@@ -1003,7 +1068,8 @@ impl WindowAnalyzer {
                 rx.advmss,
                 rx.space_rule,
                 rx.rcv_wscale,
-                peer_free,
+                peer_receive.map_or(0.0, |r| r.mean_free_space),
+                peer_receive.and_then(|r| r.longest_held),
             )
         });
         let cfg = self.cfg.clone();
@@ -1017,14 +1083,15 @@ impl WindowAnalyzer {
             flow.rx.space_rule,
             flow.rx.rcv_wscale,
             receive.mean_free_space,
+            receive.longest_held,
         );
 
         // The data direction this report is about, and the receiver of that data.
-        let (direction, sender_mss, (rcv_mss, advmss, ratio, wscale, free)) = if sending {
+        let (direction, sender_mss, (rcv_mss, advmss, ratio, wscale, free, held)) = if sending {
             (
                 "send",
                 Some(flow.tx.mss_cache).filter(|&m| m > 0),
-                peer_rx.unwrap_or((0, 0, kernel::SpaceRule::default(), 0, 0.0)),
+                peer_rx.unwrap_or((0, 0, kernel::SpaceRule::default(), 0, 0.0, None)),
             )
         } else {
             ("receive", Some(peer.mss_cache).filter(|&m| m > 0), own_rx)
@@ -1053,9 +1120,13 @@ impl WindowAnalyzer {
             _ if free > 0.0 => (Some(free as u64), Some("free_space")),
             _ => (None, None),
         };
-        let chain = (free > 0.0 && rcv_mss > 0)
-            .then(|| WindowChain::new(free as u64, rcv_mss, effective_sender_mss));
-        let srtt_now = flow.srtt_us(&peer);
+        let chain = held.map(|h| WindowChain::held(h, effective_sender_mss));
+        // The RTT of the data this report is about, as the alerts take it.
+        let srtt_now = if sending {
+            flow.srtt_us(&peer)
+        } else {
+            flow.data_srtt_us(&peer)
+        };
         let window = WindowReportSection {
             rounding_cost_bps: bps(receive.mean_bytes_lost, f64::from(srtt_now))
                 .filter(|_| receive.advertised_count > 0),

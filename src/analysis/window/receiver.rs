@@ -37,6 +37,21 @@ pub enum WindowClass {
     Unconstrained,
 }
 
+impl WindowClass {
+    /// What the rule did to the free space, for a person.
+    pub fn describe(self) -> &'static str {
+        match self {
+            WindowClass::MssRounded => "rounded down to the receiver's MSS estimate",
+            WindowClass::WscaleAligned => "aligned down to the window scale",
+            WindowClass::SwsZero => "zero by silly-window avoidance",
+            WindowClass::MemPressureZero => "zero under memory pressure",
+            WindowClass::NeverShrinkResidual => "what was left of an earlier offer",
+            WindowClass::Clamped65535 => "cut to the header's 65535 << wscale",
+            WindowClass::Unconstrained => "the free space, or the rcv_ssthresh cap",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ClassCounts {
     pub mss_rounded: u64,
@@ -59,6 +74,30 @@ impl ClassCounts {
             WindowClass::Clamped65535 => &mut self.clamped_65535,
             WindowClass::Unconstrained => &mut self.unconstrained,
         } += 1;
+    }
+}
+
+/// The window the receiver held longest without a change: a value the wire
+/// carried, with the free space it was chosen from (the first of its run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct HeldWindow {
+    pub free_space: u64,
+    pub advertised: u32,
+    pub class: WindowClass,
+    pub held_ns: u64,
+}
+
+impl HeldWindow {
+    fn held_until(mut self, since_ns: u64, ts_ns: u64) -> HeldWindow {
+        self.held_ns = ts_ns.saturating_sub(since_ns);
+        self
+    }
+}
+
+fn longer(a: Option<HeldWindow>, b: Option<HeldWindow>) -> Option<HeldWindow> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.held_ns > a.held_ns { b } else { a }),
+        (a, b) => a.or(b),
     }
 }
 
@@ -165,6 +204,8 @@ pub struct ReceiveWindow {
     pub rounding_loss_fraction: f64,
     /// `1 − mean_sender_usable / mean_free_space`: receiver and sender rounding together.
     pub compounded_loss_fraction: f64,
+    /// The non-zero window held longest (the report's chain starts from it).
+    pub longest_held: Option<HeldWindow>,
 }
 
 /// Per-event loss history for the `mss_clamp` alert: the last `LOSS_EVENTS` windows.
@@ -194,6 +235,9 @@ pub(super) struct ReceiverSide {
     loss_repeats: usize,
     /// free space, advertised, sender-usable, lost.
     means: TimeWeighted<4>,
+    /// The window being held (since when), and the longest one held before it.
+    held: Option<(HeldWindow, u64)>,
+    longest_held: Option<HeldWindow>,
     report: ReceiveWindow,
     loss_ring: [(u32, u32); LOSS_EVENTS],
 }
@@ -211,6 +255,8 @@ impl Default for ReceiverSide {
             rcv_nxt: 0,
             report: ReceiveWindow::default(),
             means: TimeWeighted::default(),
+            held: None,
+            longest_held: None,
             loss_ring: [(0, 0); LOSS_EVENTS],
             loss_next: 0,
             loss_filled: 0,
@@ -329,6 +375,7 @@ impl ReceiverSide {
         self.means
             .set(ts_ns, [free, u64::from(header), usable, lost]);
         self.push_loss(lost, free);
+        self.hold(ts_ns, header, free, class);
         Some(Classified {
             class,
             selection,
@@ -337,6 +384,26 @@ impl ReceiverSide {
             lost,
             above_ssthresh,
         })
+    }
+
+    /// A window starts a run unless it is the one held; zero windows end runs.
+    fn hold(&mut self, ts_ns: u64, header: u32, free: u64, class: WindowClass) {
+        match self.held {
+            Some((w, _)) if w.advertised == header => return,
+            Some((w, since)) => {
+                self.longest_held = longer(self.longest_held, Some(w.held_until(since, ts_ns)))
+            }
+            None => {}
+        }
+        self.held = (header > 0).then_some((
+            HeldWindow {
+                free_space: free,
+                advertised: header,
+                class,
+                held_ns: 0,
+            },
+            ts_ns,
+        ));
     }
 
     /// Starts loading what a window touches but the loss ring (one line of it).
@@ -387,6 +454,8 @@ impl ReceiverSide {
     pub fn report(&mut self, last_ns: u64) -> ReceiveWindow {
         self.means.pause(last_ns);
         let mut r = self.report.clone();
+        let current = self.held.map(|(w, since)| w.held_until(since, last_ns));
+        r.longest_held = longer(self.longest_held, current);
         if let Some([free, advertised, usable, lost]) = self.means.means() {
             r.mean_free_space = free;
             r.mean_advertised = advertised;

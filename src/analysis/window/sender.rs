@@ -3,6 +3,7 @@
 
 use super::kernel::round_down_to;
 use super::limits::seq_gap;
+use super::receiver::{HeldWindow, WindowClass};
 use super::TimeWeighted;
 use crate::event::{tcp_flags, tt_tcp_rcv};
 use serde::Serialize;
@@ -14,6 +15,9 @@ use serde::Serialize;
 pub struct WindowChain {
     pub free_space: u64,
     pub advertised: u64,
+    /// The rule that shaped `advertised`, when it is a window the receiver
+    /// sent (see [`WindowChain::held`]).
+    pub shaped_by: Option<WindowClass>,
     pub usable: u64,
     /// `free_space − usable`, and as a fraction of the free space.
     pub compounded_loss_bytes: u64,
@@ -23,16 +27,28 @@ pub struct WindowChain {
 impl WindowChain {
     pub fn new(free_space: u64, receiver_mss: u32, sender_mss: u32) -> Self {
         let advertised = round_down_to(free_space, u64::from(receiver_mss));
-        Self::from_advertised(free_space, advertised, sender_mss)
+        Self::from_advertised(free_space, advertised, None, sender_mss)
     }
 
-    /// The chain for a window the receiver actually chose (e.g. wscale-aligned, not an MSS multiple).
-    pub fn from_advertised(free_space: u64, advertised: u64, sender_mss: u32) -> Self {
+    /// The chain of a window the receiver sent, as the kernel shaped it
+    /// (rounded, aligned, capped or clamped): every value is on the wire.
+    pub fn held(w: HeldWindow, sender_mss: u32) -> Self {
+        let advertised = u64::from(w.advertised);
+        Self::from_advertised(w.free_space, advertised, Some(w.class), sender_mss)
+    }
+
+    fn from_advertised(
+        free_space: u64,
+        advertised: u64,
+        shaped_by: Option<WindowClass>,
+        sender_mss: u32,
+    ) -> Self {
         let usable = round_down_to(advertised, u64::from(sender_mss));
         let lost = free_space.saturating_sub(usable);
         WindowChain {
             free_space,
             advertised,
+            shaped_by,
             usable,
             compounded_loss_bytes: lost,
             compounded_loss_fraction: if free_space == 0 {

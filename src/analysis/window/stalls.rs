@@ -110,6 +110,11 @@ impl StallDetector {
         self.active.is_some()
     }
 
+    /// A stall is running and its alert fired.
+    pub fn is_alerted(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| a.alerted)
+    }
+
     /// A zero-window probe recognised by its sequence number.
     pub fn probe(&mut self) {
         if let Some(a) = &mut self.active {

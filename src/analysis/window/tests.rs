@@ -385,6 +385,47 @@ fn limit_fractions_and_hysteresis() {
     assert_eq!(l.kernel.unwrap().busy_jiffies, 400);
 }
 
+/// 400 lossy windows (free 33000 → 26844, 18.65 %), one per ms, each
+/// taking in 26844 B (215 Mb/s), at a receiver whose own srtt is `srtt_us`.
+fn lossy_receiver_at_srtt(srtt_us: u32) -> Vec<Alert> {
+    let r = &RECEIVER;
+    let mut events = vec![r.rcv(
+        0,
+        tt_tcp_rcv {
+            srtt_us,
+            ..ack(0, 0, 0, 0, 65535)
+        },
+    )];
+    let mut rcv_nxt = 1000u32;
+    for i in 0..400u64 {
+        events.push(r.adv(i * MS, paper_adv(65072, rcv_nxt, 26844)));
+        rcv_nxt += 26844;
+    }
+    let cfg = WindowConfig {
+        threshold_pct: 15.0,
+        ..Default::default()
+    };
+    run(cfg, &events).0
+}
+
+#[test]
+fn mss_clamp_only_where_the_window_binds() {
+    // At 1 ms the 26844 B window allows 215 Mb/s, what arrives: it binds,
+    // and the alert fires once the loss ring is full.
+    let bound = lossy_receiver_at_srtt(1000);
+    assert_eq!(kinds(&bound), [(31, "mss_clamp")]);
+    assert!(
+        bound[0]
+            .message
+            .contains("the 26844 B window caps at 214.8 Mb/s, and 214.8 Mb/s arrived"),
+        "{}",
+        bound[0].message
+    );
+    // At 10 µs the same window allows 21.5 Gb/s, 100 times what arrives:
+    // the reader, not the window, sets the rate, and nothing fires.
+    assert_eq!(kinds(&lossy_receiver_at_srtt(10)), []);
+}
+
 #[test]
 fn mss_clamp_alert_once_per_episode() {
     let r = &RECEIVER;
