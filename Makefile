@@ -5,7 +5,7 @@ CARGO ?= cargo
 SCENARIO ?= mss-clamp
 BIN = target/release/tenge-trace
 
-.PHONY: deps build lab test lint bench man deb clean matrix vm-test
+.PHONY: deps build lab test lint bench man deb clean matrix vm-test sweep
 deps:
 	./scripts/install-deps.sh
 
@@ -29,6 +29,11 @@ matrix: deps
 
 vm-test: build
 	tests/vm/run.sh $(KERNEL) $(CMD)
+
+# The ground-truth sweep in full (48 transfers against TCP_INFO polled every
+# 2 ms); `make test` runs one in four.
+sweep: deps
+	TT_SWEEP=full $(CARGO) test --release --test sweep -- --nocapture
 
 lint:
 	$(CARGO) fmt --all -- --check

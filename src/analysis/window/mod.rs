@@ -176,6 +176,11 @@ struct PeerView {
     /// The peer's send MSS (`mss_cache`), 0 if unknown.
     mss_cache: u32,
     srtt_us: u32,
+    /// The peer is traced (the default view stands for none).
+    traced: bool,
+    /// The share of the recent window the peer waited on our window, as its
+    /// `rwnd_limited` alert takes it; None until it has that much history.
+    rwnd_share: Option<f64>,
 }
 
 /// In C order, what every event reads first: replaying 10k sockets round
@@ -192,6 +197,8 @@ struct Flow {
     limit_episodes: [Episode; 3],
     /// `rcv_nxt` of our windows: the rate this socket receives at.
     received: RateMarks,
+    /// The recent rwnd-limited share of the latest limit check.
+    rwnd_share: Option<f64>,
     /// Local, remote.
     ends: Option<(SocketAddr, SocketAddr)>,
     /// Stalls seen from our ACKs (we send) and from our offers (untraced sender).
@@ -221,6 +228,7 @@ impl Flow {
             clamp_episode: Episode::default(),
             limit_episodes: [Episode::default(); 3],
             received: RateMarks::default(),
+            rwnd_share: None,
             alerts: Vec::new(),
             socket: NO_FLOW,
         }
@@ -247,6 +255,8 @@ impl Flow {
             rcv_mss: self.rx.rcv_mss,
             mss_cache: self.tx.mss_cache,
             srtt_us: self.tx.srtt_us,
+            traced: true,
+            rwnd_share: self.rwnd_share,
         }
     }
 
@@ -469,16 +479,26 @@ impl Flow {
         let Some((fraction, free, lost)) = self.rx.recent_loss() else {
             return;
         };
-        // The loss counts only while the window binds: what it allows at
-        // the sender's RTT is within BIND_MARGIN of what arrives. A
-        // window that allows 500 Gb/s on a 16 Gb/s flow limits nothing.
+        // The loss counts only while the window binds. With the sender
+        // traced: it waited on this window for the threshold share of the
+        // recent window, as its rwnd_limited alert counts it. Else: what the
+        // window allows at the sender's RTT is within BIND_MARGIN of what
+        // arrives, either way (a window that allows 500 Gb/s on a 16 Gb/s
+        // flow limits nothing; one that "allows" less than arrives shows an
+        // RTT taken across a stall, and proves nothing).
         let srtt = self.data_srtt_us(peer);
         let cap = bps(f64::from(latest.header), f64::from(srtt));
         let received = self.received.bps(ts, self.rx.rcv_nxt);
-        let binds = match (cap, received) {
-            (Some(cap), Some(received)) => cap <= received * BIND_MARGIN,
-            // No RTT or no rate known: the loss alone decides.
-            _ => true,
+        let binds = if peer.traced {
+            peer.rwnd_share
+                .is_some_and(|share| share * 100.0 >= cfg.threshold_pct)
+        } else {
+            match (cap, received) {
+                (Some(cap), Some(received)) => {
+                    cap <= received * BIND_MARGIN && cap * BIND_MARGIN >= received
+                }
+                _ => true,
+            }
         };
         let loss_pct = if binds || self.clamp_episode.is_active() {
             fraction * 100.0
@@ -500,8 +520,13 @@ impl Flow {
         let cost = bps(lost, f64::from(srtt)).map_or(String::new(), |b| {
             format!(", {} at srtt {srtt} µs", rate(b))
         });
-        let binding = match (cap, received) {
-            (Some(cap), Some(received)) => format!(
+        let binding = match (peer.rwnd_share, cap, received) {
+            (Some(share), _, _) => format!(
+                "; the sender waited on the window {:.0}% of the last {} ms",
+                share * 100.0,
+                cfg.limit_window_ns / 1_000_000
+            ),
+            (None, Some(cap), Some(received)) => format!(
                 "; the {} B window caps at {}, and {} arrived",
                 latest.header,
                 rate(cap),
@@ -539,11 +564,14 @@ impl Flow {
 
     /// Limit alerts. A limit's share of the recent window is the kernel's
     /// where its chrono measured the window (rwnd, sndbuf), as in the
-    /// report, else ours; it counts only while the limit binds: the rate the
-    /// limited quantity allows at the measured RTT is within
-    /// [`BIND_MARGIN`] of the rate acknowledged over the same window, when an
-    /// episode starts. An episode ends (and may fire again) when the share
-    /// falls below half the threshold.
+    /// report, else ours. The kernel's chrono ticks only while the sender is
+    /// blocked on that limit, so its share is binding by itself; ours counts
+    /// only while the limit binds: the rate the limited quantity allows at
+    /// the measured RTT is within [`BIND_MARGIN`] of the rate acknowledged
+    /// over the same window, when an episode starts (a smoothed srtt on a
+    /// bursty flow can make a binding window look roomy, so this test never
+    /// overrides the kernel). An episode ends (and may fire again) when the
+    /// share falls below half the threshold.
     fn check_limits(
         &mut self,
         ts: u64,
@@ -563,14 +591,18 @@ impl Flow {
             Some([rwnd, sndbuf]) => [rwnd, ours[1], sndbuf],
             None => ours,
         };
+        self.rwnd_share = Some(shares[0]);
         let srtt = self.srtt_us(peer);
         for (i, kind) in LIMIT_KINDS.into_iter().enumerate() {
             let window = limited_bytes(kind, &self.limits.state, held_wnd);
             let cap = bps(window as f64, f64::from(srtt));
-            let binds = match (cap, check.acked_bps) {
-                (Some(cap), Some(acked)) => cap <= acked * BIND_MARGIN,
-                _ => true,
-            };
+            let clocked = check.kernel.is_some()
+                && matches!(kind, AlertKind::RwndLimited | AlertKind::SndbufLimited);
+            let binds = clocked
+                || match (cap, check.acked_bps) {
+                    (Some(cap), Some(acked)) => cap <= acked * BIND_MARGIN,
+                    _ => true,
+                };
             // Binding decides whether an episode starts; once started, it
             // ends by its share alone (a window that opens for one ACK
             // does not end it).

@@ -424,6 +424,9 @@ fn mss_clamp_only_where_the_window_binds() {
     // At 10 µs the same window allows 21.5 Gb/s, 100 times what arrives:
     // the reader, not the window, sets the rate, and nothing fires.
     assert_eq!(kinds(&lossy_receiver_at_srtt(10)), []);
+    // At 100 ms it would allow 2.1 Mb/s, a hundredth of what arrives: that
+    // srtt was taken across a stall, and the window is not shown to bind.
+    assert_eq!(kinds(&lossy_receiver_at_srtt(100_000)), []);
 }
 
 #[test]
