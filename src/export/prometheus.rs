@@ -28,6 +28,7 @@
 //! | `flow_sws_stalls_total`, `flow_sws_stall_seconds_total` | counter | flow |
 //! | `flow_sws_stalled` | gauge | flow (0/1; for `other`, how many) |
 //! | `flow_alert_active` | gauge | flow (top flows only), `kind` (the alerts' kinds; 0/1) |
+//! | `flow_limited_ratio` | gauge | flow (top flows only), `cause` (rwnd, cwnd, sndbuf, app, unlimited: the report's shares) |
 //! | `window_limited_seconds_total` | counter | `cause` |
 //! | `mss_rounding_lost_bytes_total`, `sws_stalls_total`, `sws_stall_seconds_total` | counter | |
 //! | `sws_stalled_flows`, `flows` | gauge | |
@@ -44,7 +45,7 @@
 //! packets (`--sample N` is not scaled in).
 
 use crate::analysis::paths::StageLatency;
-use crate::analysis::window::{ActiveAlerts, AlertKind, LimitTimes, LiveWindow};
+use crate::analysis::window::{ActiveAlerts, AlertKind, LimitFractions, LimitTimes, LiveWindow};
 use crate::analysis::Analysis;
 use crate::probe::ProbePlan;
 use prometheus_client::collector::Collector;
@@ -118,6 +119,8 @@ pub struct FlowFigures {
     pub stalled_flows: u64,
     /// One flow's running alert episodes; None for sums.
     pub alerting: Option<ActiveAlerts>,
+    /// One flow's limit shares, as `report` gives them; None for sums.
+    pub limit_shares: Option<LimitFractions>,
 }
 
 impl FlowFigures {
@@ -135,6 +138,7 @@ impl FlowFigures {
             sws_stall_ns: w.sws_stall_ns,
             stalled_flows: u64::from(w.stalled),
             alerting: window.map(|w| w.alerting),
+            limit_shares: window.map(|w| w.limit_shares),
         }
     }
 
@@ -331,6 +335,24 @@ impl Snapshot {
             "Time in silly-window stalls",
             Some(&Unit::Seconds),
             self.per_flow().map(|(l, f)| (l, seconds(f.sws_stall_ns))),
+        )?;
+        family(
+            enc,
+            "flow_limited_ratio",
+            "Share of the flow's busy time limited by each cause, the figures of report's limits (rwnd and sndbuf the kernel's chrono where traced; they sum to 1; top flows only)",
+            None,
+            self.per_flow().flat_map(|(labels, f)| {
+                f.limit_shares.into_iter().flat_map(move |s| {
+                    [
+                        ("rwnd", s.rwnd),
+                        ("cwnd", s.cwnd),
+                        ("sndbuf", s.sndbuf),
+                        ("app", s.app),
+                        ("unlimited", s.unlimited),
+                    ]
+                    .map(|(cause, share)| (with(&labels, ("cause", cause)), ConstGauge::new(share)))
+                })
+            }),
         )?;
         family(
             enc,

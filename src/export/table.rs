@@ -177,6 +177,17 @@ pub fn render_report(report: &Report) -> String {
                 pct(c.compounded_loss_fraction)
             );
         }
+        let l = &flow.limits;
+        if let (Some(k), "per_event") = (&l.kernel, l.sndbuf_source) {
+            if l.sndbuf > k.sndbuf_fraction {
+                let _ = writeln!(
+                    out,
+                    "  send buffer: full with nothing unsent {} of busy time by the events, {} by the kernel's sndbuf_limited (it does not clock a writer whose data left before it slept)",
+                    pct(l.sndbuf),
+                    pct(k.sndbuf_fraction)
+                );
+            }
+        }
         if let (Some(ideal), Some(allowed)) =
             (flow.window.ideal_window, flow.window.mss_allowed_window)
         {

@@ -32,6 +32,11 @@ pub enum Advice {
         tcp_rmem: u64,
         /// The window exceeds 65535 but the connection has no window scaling.
         needs_window_scaling: bool,
+        /// The window exceeds `65535 << rcv_wscale`, the ceiling of the scale
+        /// chosen at the handshake: this ceiling, which only a buffer set
+        /// before listen()/connect() raises.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        handshake_ceiling: Option<u64>,
         message: String,
     },
     /// What the current window allows at the measured RTT: window / srtt.
@@ -62,15 +67,22 @@ pub fn receive_buffer(
     debug_assert!(space_rule.win_from_space(sk_rcvbuf as i64) >= window as i64);
     let so_rcvbuf = sk_rcvbuf.div_ceil(2);
     let needs_window_scaling = rcv_wscale == 0 && window > 65535;
+    // The kernel picks the scale from the buffer at the handshake
+    // (tcp_select_initial_window): this buffer, set then, picks one that fits.
+    let ceiling = 65535u64 << rcv_wscale.min(14);
+    let handshake_ceiling = (rcv_wscale > 0 && window > ceiling).then_some(ceiling);
+    let scale_note = match handshake_ceiling {
+        _ if needs_window_scaling => "; and window scaling, as it exceeds 65535".to_string(),
+        Some(c) => format!(
+            "; set before listen()/connect(): the window scale {rcv_wscale} fixed at the \
+             handshake stops windows at 65535 << {rcv_wscale} = {c} B"
+        ),
+        None => String::new(),
+    };
     let message = format!(
         "a window of {segments} × {mss} B = {window} B needs sk_rcvbuf ≥ {sk_rcvbuf} B at {}: \
-         SO_RCVBUF {so_rcvbuf} (doubled by the kernel) or tcp_rmem {sk_rcvbuf}{}",
+         SO_RCVBUF {so_rcvbuf} (doubled by the kernel) or tcp_rmem {sk_rcvbuf}{scale_note}",
         space_rule.describe(),
-        if needs_window_scaling {
-            "; and window scaling, as it exceeds 65535"
-        } else {
-            ""
-        }
     );
     let (scaling_ratio, adv_win_scale) = match space_rule {
         SpaceRule::Ratio(ratio) => (ratio, None),
@@ -85,6 +97,7 @@ pub fn receive_buffer(
         so_rcvbuf,
         tcp_rmem: sk_rcvbuf,
         needs_window_scaling,
+        handshake_ceiling,
         message,
     })
 }
@@ -194,6 +207,29 @@ mod tests {
         };
         assert!(needs_window_scaling);
         assert!(receive_buffer(4, 8948, SpaceRule::Ratio(0), 0).is_none());
+    }
+
+    #[test]
+    fn buffer_above_the_handshake_scale_names_it() {
+        // wscale 2: windows stop at 65535 << 2 = 262140 B; 200 × 1448 = 289600 B is above.
+        let Some(Advice::ReceiveBuffer {
+            handshake_ceiling,
+            message,
+            ..
+        }) = receive_buffer(200, 1448, SpaceRule::Ratio(234), 2)
+        else {
+            panic!()
+        };
+        assert_eq!(handshake_ceiling, Some(262140));
+        assert!(message.contains("65535 << 2 = 262140 B"), "{message}");
+        // 100 × 1448 = 144800 B fits under it.
+        let Some(Advice::ReceiveBuffer {
+            handshake_ceiling, ..
+        }) = receive_buffer(100, 1448, SpaceRule::Ratio(234), 2)
+        else {
+            panic!()
+        };
+        assert_eq!(handshake_ceiling, None);
     }
 
     #[test]

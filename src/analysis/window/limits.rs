@@ -51,7 +51,9 @@ impl SenderState {
     /// The kernel's tests, in this order: rwnd (`snd_una + snd_wnd − snd_nxt <
     /// mss_cache` with unsent data, as `tcp_snd_wnd_test` fails), cwnd
     /// (`tcp_packets_in_flight ≥ snd_cwnd`), then with nothing unsent sndbuf
-    /// (`sk_wmem_queued ≥ sk_sndbuf`: the writer sleeps in `sk_stream_wait_memory`)
+    /// (`sk_wmem_queued ≥ sk_sndbuf`: the writer sleeps in
+    /// `sk_stream_wait_memory`) while the peer's window would take another
+    /// segment (else the window, which the buffer waits on, is the limit),
     /// or the application.
     pub fn limit(&self) -> Limit {
         if self.write_seq == self.snd_una {
@@ -71,7 +73,11 @@ impl SenderState {
         } else if unsent > 0 {
             Limit::Unlimited
         } else if self.sk_sndbuf > 0 && self.sk_wmem_queued >= self.sk_sndbuf {
-            Limit::Sndbuf
+            if window_left < self.mss_cache as i32 {
+                Limit::Rwnd
+            } else {
+                Limit::Sndbuf
+            }
         } else {
             Limit::App
         }
@@ -328,6 +334,10 @@ pub struct LimitsReport {
     pub unlimited: f64,
     /// "kernel_chrono" or "per_event": where `rwnd` and `sndbuf` come from.
     pub source: &'static str,
+    /// Where `sndbuf` comes from: "per_event" also where the kernel's chrono
+    /// ran but the events saw the buffer full longer (a writer whose data
+    /// left before it slept, which `SNDBUF_LIMITED` never clocks).
+    pub sndbuf_source: &'static str,
     /// With the kernel's figures: kernel − per-event, for `rwnd` and `sndbuf`.
     pub kernel_minus_per_event: Option<KernelDifference>,
     pub busy_ns: u64,
@@ -343,18 +353,32 @@ pub struct KernelDifference {
     pub sndbuf: f64,
 }
 
+/// What the kernel's sndbuf chrono cannot see: `SNDBUF_LIMITED` starts only
+/// at a transmit that leaves nothing unsent while the writer already waits
+/// for space (`tcp_cwnd_validate()`), so a writer whose data all left before
+/// it slept is never clocked: SO_SNDBUF 32 KiB halves a veth transfer with
+/// `tcpi_sndbuf_limited` at 0. The events see the buffer full with nothing
+/// unsent; where they see it longer, theirs is the share.
+fn sndbuf_share(per_event: &LimitFractions, k: &KernelChrono) -> f64 {
+    k.sndbuf_fraction
+        .max(per_event.sndbuf)
+        .min(1.0 - k.rwnd_fraction)
+}
+
 /// The shares of busy time: the kernel's `rwnd` and `sndbuf` where it
-/// measured them, the rest of busy time split as `per_event` splits it.
+/// measured them (`sndbuf` ours where the events saw more, see
+/// [`sndbuf_share`]), the rest of busy time split as `per_event` splits it.
 fn reconcile(per_event: LimitFractions, kernel: Option<&KernelChrono>) -> LimitFractions {
     let Some(k) = kernel else {
         return per_event;
     };
-    let rest = (1.0 - k.rwnd_fraction - k.sndbuf_fraction).max(0.0);
+    let sndbuf = sndbuf_share(&per_event, k);
+    let rest = (1.0 - k.rwnd_fraction - sndbuf).max(0.0);
     let ours = per_event.cwnd + per_event.app + per_event.unlimited;
     let share = |x: f64| if ours > 0.0 { x * rest / ours } else { 0.0 };
     LimitFractions {
         rwnd: k.rwnd_fraction,
-        sndbuf: k.sndbuf_fraction,
+        sndbuf,
         cwnd: share(per_event.cwnd),
         app: share(per_event.app),
         unlimited: if ours > 0.0 {
@@ -375,8 +399,8 @@ struct Mark {
 }
 
 /// The least busy time, in jiffies, over which the kernel's chrono decides a
-/// recent share (at HZ 250, 20 ms of a 200 ms window).
-const MIN_KERNEL_JIFFIES: u64 = 5;
+/// recent share (at HZ 250, 40 ms of a 200 ms window: one jiffy is 10 %).
+const MIN_KERNEL_JIFFIES: u64 = 10;
 
 /// The recent window as the kernel and the wire saw it (see [`LimitTracker::recent_check`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -436,14 +460,21 @@ impl LimitTracker {
         self.marks_filled = (self.marks_filled + 1).min(BUCKETS + 1);
     }
 
-    /// Over the last `span_ns` before `now` (from the oldest mark in it to
-    /// the latest chrono): the kernel's shares and the rate acknowledged.
+    /// Over at least the last `span_ns` before `now` (from the newest mark
+    /// that old, else the oldest mark, to the latest chrono): the kernel's
+    /// shares and the rate acknowledged. A whole span, and at least
+    /// [`MIN_KERNEL_JIFFIES`] busy: the chrono counts whole jiffies, and a
+    /// few ACKs far apart must not make one jiffy a large share.
     pub fn recent_check(&self, now_ns: u64, span_ns: u64) -> RecentCheck {
-        let oldest = (0..self.marks_filled)
-            .map(|age| self.marks[(self.mark_next + BUCKETS * (age + 1)) % (BUCKETS + 1)])
-            .take_while(|m| m.ts_ns + span_ns >= now_ns)
-            .last();
-        let (Some(from), Some(chrono)) = (oldest, self.chrono) else {
+        let mut from = None;
+        for age in 0..self.marks_filled {
+            let mark = self.marks[(self.mark_next + BUCKETS * (age + 1)) % (BUCKETS + 1)];
+            from = Some(mark);
+            if mark.ts_ns + span_ns <= now_ns {
+                break;
+            }
+        }
+        let (Some(from), Some(chrono)) = (from, self.chrono) else {
             return RecentCheck::default();
         };
         let span_ns = now_ns.saturating_sub(from.ts_ns);
@@ -494,10 +525,12 @@ impl LimitTracker {
             let ns = |jiffies: u64| jiffies * 1_000_000_000 / u64::from(hz.max(1));
             (ns(totals[1]), ns(totals[2]))
         });
-        let (rwnd_ns, sndbuf_ns) = kernel.unwrap_or((
-            self.ns[Limit::Rwnd as usize],
-            self.ns[Limit::Sndbuf as usize],
-        ));
+        let ours_sndbuf = self.ns[Limit::Sndbuf as usize];
+        // The larger sndbuf time, as the shares take it (see `sndbuf_share`).
+        let (rwnd_ns, sndbuf_ns) = kernel.map_or(
+            (self.ns[Limit::Rwnd as usize], ours_sndbuf),
+            |(rwnd, sndbuf)| (rwnd, sndbuf.max(ours_sndbuf)),
+        );
         LimitTimes {
             rwnd_ns,
             cwnd_ns: self.ns[Limit::Cwnd as usize],
@@ -509,6 +542,18 @@ impl LimitTracker {
     /// rwnd, cwnd, sndbuf fractions over the recent window, once it covers at least `min_ns`.
     pub fn recent(&self, min_ns: u64) -> Option<[f64; 3]> {
         self.recent.fractions(min_ns)
+    }
+
+    /// The shares of busy time the report shows (see [`reconcile`]).
+    pub fn shares(&self, hz: Option<u32>) -> LimitFractions {
+        let r = self.report(hz);
+        LimitFractions {
+            rwnd: r.rwnd,
+            cwnd: r.cwnd,
+            sndbuf: r.sndbuf,
+            app: r.app,
+            unlimited: r.unlimited,
+        }
     }
 
     pub fn report(&self, hz: Option<u32>) -> LimitsReport {
@@ -546,6 +591,10 @@ impl LimitTracker {
                 "kernel_chrono"
             } else {
                 "per_event"
+            },
+            sndbuf_source: match &kernel {
+                Some(k) if busy > 0 && k.sndbuf_fraction >= per_event.sndbuf => "kernel_chrono",
+                _ => "per_event",
             },
             kernel_minus_per_event: kernel.map(|k| KernelDifference {
                 rwnd: k.rwnd_fraction - per_event.rwnd,
@@ -764,6 +813,28 @@ mod tests {
         }
         assert!((r.rwnd + r.cwnd + r.sndbuf + r.app + r.unlimited - 1.0).abs() < 1e-12);
         assert_eq!(reconcile(per_event, None), per_event);
+    }
+
+    /// SO_SNDBUF 32 KiB on veth (measured): the kernel clocks no sndbuf time,
+    /// the events see the buffer full with nothing unsent 30 % of busy time.
+    #[test]
+    fn sndbuf_the_kernel_does_not_clock_comes_from_the_events() {
+        let per_event = LimitFractions {
+            rwnd: 0.0,
+            cwnd: 0.0,
+            sndbuf: 0.3,
+            app: 0.1,
+            unlimited: 0.6,
+        };
+        let kernel = KernelChrono::from_totals([100, 0, 0], None).unwrap();
+        let r = reconcile(per_event, Some(&kernel));
+        assert_eq!((r.rwnd, r.sndbuf), (0.0, 0.3));
+        assert!((r.app - 0.1).abs() < 1e-12 && (r.unlimited - 0.6).abs() < 1e-12);
+        // With the kernel's rwnd at 0.8, sndbuf takes no more than the rest.
+        let kernel = KernelChrono::from_totals([20, 80, 0], None).unwrap();
+        let r = reconcile(per_event, Some(&kernel));
+        assert!((r.sndbuf - 0.2).abs() < 1e-12, "{r:?}");
+        assert!((r.rwnd + r.cwnd + r.sndbuf + r.app + r.unlimited - 1.0).abs() < 1e-12);
     }
 
     #[test]

@@ -587,18 +587,26 @@ impl Flow {
             return;
         };
         let check = self.limits.recent_check(ts, cfg.limit_window_ns);
+        // Where the kernel clocked the window, its figures decide. The
+        // report's sndbuf share also takes the events' where they saw more
+        // (a writer whose data left before it slept, which the kernel never
+        // clocks); an alert does not: a writer held by its buffer while the
+        // receiver's slow ACKs set the pace (a slow reader) looks the same,
+        // and a larger buffer would not help it.
         let shares = match check.kernel {
             Some([rwnd, sndbuf]) => [rwnd, ours[1], sndbuf],
             None => ours,
+        };
+        let kernel_clocked = |kind: AlertKind| {
+            check.kernel.is_some()
+                && matches!(kind, AlertKind::RwndLimited | AlertKind::SndbufLimited)
         };
         self.rwnd_share = Some(shares[0]);
         let srtt = self.srtt_us(peer);
         for (i, kind) in LIMIT_KINDS.into_iter().enumerate() {
             let window = limited_bytes(kind, &self.limits.state, held_wnd);
             let cap = bps(window as f64, f64::from(srtt));
-            let clocked = check.kernel.is_some()
-                && matches!(kind, AlertKind::RwndLimited | AlertKind::SndbufLimited);
-            let binds = clocked
+            let binds = kernel_clocked(kind)
                 || match (cap, check.acked_bps) {
                     (Some(cap), Some(acked)) => cap <= acked * BIND_MARGIN,
                     _ => true,
@@ -627,9 +635,10 @@ impl Flow {
                 continue;
             }
             let what = limited_text(kind, &self.limits.state, held_wnd);
-            let source = match (check.kernel, kind) {
-                (Some(_), AlertKind::RwndLimited | AlertKind::SndbufLimited) => "kernel chrono",
-                _ => "per event",
+            let source = if kernel_clocked(kind) {
+                "kernel chrono"
+            } else {
+                "per event"
             };
             let ceiling = cap.map_or(String::new(), |b| {
                 format!("; at srtt {srtt} µs that caps at {}", rate(b))
@@ -651,6 +660,8 @@ pub struct LiveWindow {
     /// Busy time limited by each cause (rwnd and sndbuf the kernel's where
     /// known, as in [`LimitsReport`]).
     pub limited: LimitTimes,
+    /// The shares of busy time, exactly as the report's limits give them.
+    pub limit_shares: LimitFractions,
     pub advertised_count: u64,
     pub mss_rounded_count: u64,
     pub mss_rounding_bytes_lost: u64,
@@ -686,6 +697,7 @@ impl Flow {
         LiveWindow {
             sock_cookie: self.cookie,
             limited: self.limits.limited(hz),
+            limit_shares: self.limits.shares(hz),
             advertised_count: rx.advertised_count,
             mss_rounded_count: rx.mss_rounded_count,
             mss_rounding_bytes_lost: rx.mss_rounding_bytes_lost,
