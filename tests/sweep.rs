@@ -17,18 +17,23 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tenge_trace::analysis::window::{Alert, AlertKind, FlowWindowReport};
+use tenge_trace::analysis::window::{
+    Advice, Alert, AlertKind, FlowWindowReport, LimitFractions, LimitsReport,
+};
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, Report};
+use tenge_trace::collector::Collector;
 use tenge_trace::event::{tcp_state, Body, Event};
 use tenge_trace::export::prometheus::Snapshot;
-use tenge_trace::lab::traced::run_traced;
-use tenge_trace::lab::{Lab, LabConfig, Reader, TcpInfoPoll, TransferReport};
-use tenge_trace::probe::{ProbePlan, TracerOptions};
+use tenge_trace::lab::traced::traffic_filters;
+use tenge_trace::lab::{
+    Lab, LabConfig, Reader, Scenario, TcpInfoPoll, TcpInfoSnapshot, TransferReport,
+};
+use tenge_trace::probe::{Filters, ProbePlan, Tracer, TracerOptions};
 
 const WINDOW_NS: u64 = 200_000_000;
 /// An alert is confirmed when the kernel shows its limit at least this share
@@ -49,6 +54,8 @@ const SHARE_TOLERANCE: f64 = 0.05;
 struct Case {
     name: String,
     cfg: LabConfig,
+    /// Concurrent transfers of `cfg`.
+    flows: usize,
 }
 
 /// 4 MTUs × window scaling on/off × 6 receive buffers, the send buffer,
@@ -90,16 +97,22 @@ fn cases() -> Vec<Case> {
                 let sndbuf = [None, Some(32 << 10)][i % 2];
                 let (reader_name, reader) = readers[(i / 2) % 3];
                 let ipv6 = (i / 6) % 2 == 1;
+                let flows = [1, 2, 1, 4][(i / 3) % 4];
+                // One case in eight over the receiver's loopback (MTU 65536).
+                let loopback = i % 8 == 5;
                 let name = format!(
-                    "mtu {mtu} wscale {} rcvbuf {} sndbuf {} {reader_name} {}",
+                    "mtu {mtu} wscale {} rcvbuf {} sndbuf {} {reader_name} {} {flows}x{}",
                     if window_scaling { "on" } else { "off" },
                     rcvbuf.map_or("auto".into(), |b: u32| format!("{}K", b >> 10)),
                     sndbuf.map_or("auto".into(), |b: u32| format!("{}K", b >> 10)),
                     if ipv6 { "v6" } else { "v4" },
+                    if loopback { " lo" } else { "" },
                 );
                 cases.push(Case {
                     name,
+                    flows,
                     cfg: LabConfig {
+                        loopback,
                         mtu,
                         window_scaling,
                         rcvbuf,
@@ -122,64 +135,86 @@ fn cases() -> Vec<Case> {
     cases
 }
 
-/// A traced transfer: what the tool said, and what the kernel and the wire did.
+/// Traced transfers: what the tool said, and what the kernel and the wire did.
 struct Run {
-    transfer: TransferReport,
+    transfers: Vec<TransferReport>,
     report: Report,
     alerts: Vec<Alert>,
-    /// Every window the receiver sent.
-    receiver_windows: HashSet<u32>,
-    /// What a Prometheus scrape showed just before the first end closed.
-    scraped: Option<Snapshot>,
+    /// Every window each receiving socket sent.
+    windows: HashMap<SocketAddr, HashSet<u32>>,
+    /// Each socket's limit shares in a Prometheus scrape just before the
+    /// first end of its connection closed, by cookie.
+    scraped: HashMap<String, Option<LimitFractions>>,
 }
 
-fn traced(cfg: &LabConfig) -> Run {
+/// `flows` concurrent transfers of `cfg` in one lab, traced together.
+fn traced(cfg: &LabConfig, flows: usize) -> Run {
     let lab = Lab::new(cfg).unwrap();
-    let mut analysis = Analysis::new(AnalysisConfig::default());
-    let mut alerts = Vec::new();
-    let mut windows: Vec<(SocketAddr, u32)> = Vec::new();
-    let mut scraped = None;
     // 256 MiB of ring: an unoptimized build (make test) drains a fast
     // transfer's events more slowly than the kernel makes them.
     let options = TracerOptions {
         ring_bytes: 256 << 20,
+        filters: traffic_filters(&lab, cfg, Filters::default()).unwrap(),
         ..TracerOptions::default()
     };
-    let run = run_traced(
-        &lab,
-        cfg,
-        options,
-        &AtomicBool::new(false),
-        |record| {
-            let ev = Event::decode(record).expect("records decode");
-            let closing =
-                matches!(&ev.body, Body::State(s) if s.oldstate == tcp_state::ESTABLISHED);
-            if closing && scraped.is_none() {
-                let plan = ProbePlan::default();
-                scraped = Some(Snapshot::of(&analysis, 20, 0, BTreeMap::new(), &plan));
+    let mut tracer = Tracer::start(&options).unwrap();
+    let mut analysis = Analysis::new(AnalysisConfig::default());
+    let mut alerts = Vec::new();
+    let mut windows: HashMap<SocketAddr, HashSet<u32>> = HashMap::new();
+    let mut scraped = HashMap::new();
+    let on_record = |record: &[u8]| {
+        let ev = Event::decode(record).expect("records decode");
+        if let (Body::State(st), Some(local)) = (&ev.body, ev.src()) {
+            if st.oldstate == tcp_state::ESTABLISHED {
+                scrape(&analysis, &local.to_string(), &mut scraped);
             }
-            alerts.extend(analysis.push(&ev));
-            if let (Body::WindowAdv(w), Some(src)) = (&ev.body, ev.src()) {
-                windows.push((src, w.window));
-            }
-        },
-        |_| {},
-        |_| {},
-    )
-    .unwrap();
-    assert!(run.transfer.completed);
-    assert_eq!(run.stats.lost_total(), 0, "events lost");
-    let receiver = run.transfer.receiver_addr;
+        }
+        alerts.extend(analysis.push(&ev));
+        if let (Body::WindowAdv(w), Some(src)) = (&ev.body, ev.src()) {
+            windows.entry(src).or_default().insert(w.window);
+        }
+    };
+    let stop = AtomicBool::new(false);
+    let (transfers, stats) = std::thread::scope(|s| {
+        let worker = s.spawn(|| {
+            let ends: Vec<_> = (0..flows)
+                .map(|_| s.spawn(|| lab.run_transfer(cfg, |_| {})))
+                .collect();
+            let transfers: Vec<TransferReport> = ends
+                .into_iter()
+                .map(|t| t.join().unwrap().unwrap())
+                .collect();
+            // The last ACKs and reads are still in the ring.
+            std::thread::sleep(Duration::from_millis(100));
+            stop.store(true, Ordering::SeqCst);
+            transfers
+        });
+        let stats = Collector::new().run(&mut tracer, &stop, None, on_record, |_| {});
+        (worker.join().unwrap(), stats.unwrap())
+    });
+    assert!(transfers.iter().all(|t| t.completed));
+    assert_eq!(stats.lost_total(), 0, "events lost");
     Run {
+        transfers,
         report: analysis.finish(Provenance::default()),
         alerts,
-        receiver_windows: windows
-            .into_iter()
-            .filter(|(src, _)| *src == receiver)
-            .map(|(_, w)| w)
-            .collect(),
+        windows,
         scraped,
-        transfer: run.transfer,
+    }
+}
+
+/// What a scrape shows of the connection one of whose ends, `local`, is
+/// closing: both ends' shares, once.
+fn scrape(analysis: &Analysis, local: &str, scraped: &mut HashMap<String, Option<LimitFractions>>) {
+    let snapshot = Snapshot::of(analysis, 64, 0, BTreeMap::new(), &ProbePlan::default());
+    for f in snapshot
+        .flows
+        .iter()
+        .filter(|f| f.src == local || f.dst == local)
+    {
+        scraped
+            .entry(f.cookie.clone())
+            .or_insert(f.figures.limit_shares);
     }
 }
 
@@ -235,20 +270,9 @@ impl KernelWindow {
     }
 }
 
-/// What one case found wrong; empty when everything agrees.
-fn check(run: &Run) -> (Vec<String>, String) {
-    let mut wrong = Vec::new();
-    let polls = &run.transfer.sender_polls;
-    let flow = |local: SocketAddr| -> &FlowWindowReport {
-        let local = local.to_string();
-        run.report.flows.iter().find(|f| f.src == local).unwrap()
-    };
-    let sender = flow(run.transfer.sender_addr);
-    let receiver = flow(run.transfer.receiver_addr);
-    let fired: Vec<&Alert> = run.alerts.iter().filter(|a| !a.cleared).collect();
-
-    // No false alerts: the kernel confirms each over the alert's window.
-    for a in &fired {
+/// No false alerts: the kernel confirms each over the alert's 200 ms.
+fn false_alerts(fired: &[&Alert], polls: &[TcpInfoPoll], wrong: &mut Vec<String>) {
+    for a in fired {
         let from = a.ts_ns.saturating_sub(WINDOW_NS);
         let Some(kernel) = KernelWindow::over(polls, from, a.ts_ns) else {
             continue;
@@ -264,75 +288,59 @@ fn check(run: &Run) -> (Vec<String>, String) {
             }
         }
     }
-    // None missed: a busy 200 ms the kernel shows limited has its alert by its end.
+}
+
+/// None missed: every whole 200 ms of the connection that the kernel shows
+/// limited has its alert by then. A window closed below one MSS is the
+/// sws_stall alert's: it fires 100 ms into the stall, while the
+/// rwnd_limited check waits for the ACK of the first zero-window probe.
+fn missed_alerts(fired: &[&Alert], polls: &[TcpInfoPoll], sender: u64, wrong: &mut Vec<String>) {
+    let first = polls.first().map_or(0, |p| p.mono_ns);
     for kind in [AlertKind::RwndLimited, AlertKind::SndbufLimited] {
-        // Whole 200 ms windows of the connection's life only.
-        let first = polls.first().map_or(0, |p| p.mono_ns);
+        let covers = |a: AlertKind| {
+            a == kind || (kind == AlertKind::RwndLimited && a == AlertKind::SwsStall)
+        };
         let missed = polls
             .iter()
             .filter(|p| p.mono_ns >= first + WINDOW_NS)
             .find_map(|end| {
-                let start =
-                    KernelWindow::over(polls, end.mono_ns.saturating_sub(WINDOW_NS), end.mono_ns)?;
-                let limited = start.busy_us >= WINDOW_NS / 2000 && start.share(kind)? >= MUST_ALERT;
-                // A window closed below one MSS is the sws_stall alert's: it
-                // fires 100 ms into the stall, while the rwnd_limited check
-                // waits for the ACK of the first zero-window probe.
-                let covers = |a: AlertKind| {
-                    a == kind || (kind == AlertKind::RwndLimited && a == AlertKind::SwsStall)
-                };
+                let k = KernelWindow::over(polls, end.mono_ns - WINDOW_NS, end.mono_ns)?;
+                let limited = k.busy_us >= WINDOW_NS / 2000 && k.share(kind)? >= MUST_ALERT;
                 let alerted = fired.iter().any(|a| {
                     covers(a.kind)
-                        && a.sock_cookie == sender.sock_cookie
+                        && a.sock_cookie == sender
                         && a.ts_ns <= end.mono_ns + ALERT_SLACK_NS
                 });
-                (limited && !alerted).then_some((end.mono_ns, start))
+                (limited && !alerted).then_some((end.mono_ns, k))
             });
         if let Some((at, k)) = missed {
             let late = fired
                 .iter()
-                .find(|a| a.kind == kind && a.sock_cookie == sender.sock_cookie && a.ts_ns > at)
+                .find(|a| a.kind == kind && a.sock_cookie == sender && a.ts_ns > at)
                 .map(|a| (a.ts_ns - at) / 1_000_000);
-            let all: Vec<String> = run
-                .alerts
-                .iter()
-                .map(|a| {
-                    format!(
-                        "{}{} {:+} ms",
-                        if a.cleared { "end " } else { "" },
-                        a.kind.name(),
-                        (a.ts_ns as i64 - at as i64) / 1_000_000
-                    )
-                })
-                .collect();
             wrong.push(format!(
-                "missed {}: kernel {k:?} in the 200 ms to {at}; alert {late:?} ms later; all: {all:?}; first poll {:+} ms",
-                kind.name(),
-                (polls[0].mono_ns as i64 - at as i64) / 1_000_000
+                "missed {}: kernel {k:?} in the 200 ms to {at}; the alert {late:?} ms later",
+                kind.name()
             ));
         }
     }
-    // Every episode that fired ended with its flow.
-    for a in fired.iter().filter(|a| a.kind != AlertKind::SwsStall) {
-        let cleared = run.alerts.iter().any(|c| {
-            c.cleared && c.kind == a.kind && c.sock_cookie == a.sock_cookie && c.ts_ns >= a.ts_ns
-        });
-        if !cleared {
-            wrong.push(format!("{} never cleared", a.kind.name()));
-        }
-    }
-    // Shares: a partition of busy time, the kernel's where it measures them.
-    let l = &sender.limits;
+}
+
+/// Shares: a partition of busy time, the kernel's where it measures them
+/// (`info`, read after the last byte), and what Prometheus showed (up to the
+/// FIN exchange's ACKs).
+fn shares(
+    l: &LimitsReport,
+    info: &TcpInfoSnapshot,
+    scraped: Option<LimitFractions>,
+    wrong: &mut Vec<String>,
+) {
     let sum = l.rwnd + l.cwnd + l.sndbuf + l.app + l.unlimited;
     if l.busy_ns > 0 && (sum - 1.0).abs() > 1e-9 {
         wrong.push(format!("shares sum to {sum}"));
     }
-    let info = &run.transfer.sender;
-    let kernel_share = |x: u64| x as f64 / info.busy_time_us.max(1) as f64;
-    let (k_rwnd, k_sndbuf) = (
-        kernel_share(info.rwnd_limited_us),
-        kernel_share(info.sndbuf_limited_us),
-    );
+    let kernel = |x: u64| x as f64 / info.busy_time_us.max(1) as f64;
+    let (k_rwnd, k_sndbuf) = (kernel(info.rwnd_limited_us), kernel(info.sndbuf_limited_us));
     // sndbuf from the events where they saw the buffer full longer than the
     // kernel clocks (send_buffer_the_kernel_does_not_clock checks those).
     let sndbuf_apart =
@@ -343,40 +351,62 @@ fn check(run: &Run) -> (Vec<String>, String) {
             l.rwnd, l.sndbuf
         ));
     }
-    // Prometheus shows the report's shares (up to the FIN exchange's ACKs).
-    let series = run.scraped.as_ref().and_then(|snapshot| {
-        let cookie = sender.sock_cookie.to_string();
-        snapshot
-            .flows
-            .iter()
-            .find(|f| f.cookie == cookie)?
-            .figures
-            .limit_shares
-    });
-    match series {
+    match scraped {
         Some(p) if l.busy_ns > 0 => {
-            let apart = [
+            let pairs = [
                 (p.rwnd, l.rwnd),
                 (p.cwnd, l.cwnd),
                 (p.sndbuf, l.sndbuf),
                 (p.app, l.app),
-            ]
-            .iter()
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
-            if apart > 0.02 {
+            ];
+            if pairs.iter().any(|(a, b)| (a - b).abs() > 0.02) {
                 wrong.push(format!("Prometheus shares {p:?}, report {l:?}"));
             }
         }
         Some(_) => {}
         None => wrong.push("no Prometheus series for the sender".into()),
     }
-    // The chain is made of windows the wire carried.
-    for f in [sender, receiver] {
-        if let Some(c) = &f.window.chain {
-            if !run.receiver_windows.contains(&(c.advertised as u32)) {
-                wrong.push(format!("chain's {} B never advertised", c.advertised));
-            }
+}
+
+/// What one transfer of a run found wrong, and its line for the table.
+fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
+    let flow = |local: SocketAddr| -> &FlowWindowReport {
+        let local = local.to_string();
+        run.report.flows.iter().find(|f| f.src == local).unwrap()
+    };
+    let (sender, receiver) = (flow(t.sender_addr), flow(t.receiver_addr));
+    let ends = [sender.sock_cookie, receiver.sock_cookie];
+    let ours: Vec<&Alert> = run
+        .alerts
+        .iter()
+        .filter(|a| ends.contains(&a.sock_cookie))
+        .collect();
+    let fired: Vec<&Alert> = ours.iter().copied().filter(|a| !a.cleared).collect();
+    let mut wrong = Vec::new();
+    false_alerts(&fired, &t.sender_polls, &mut wrong);
+    missed_alerts(&fired, &t.sender_polls, sender.sock_cookie, &mut wrong);
+    // Every episode that fired ended with its flow.
+    for a in fired.iter().filter(|a| a.kind != AlertKind::SwsStall) {
+        let cleared = ours.iter().any(|c| {
+            c.cleared && c.kind == a.kind && c.sock_cookie == a.sock_cookie && c.ts_ns >= a.ts_ns
+        });
+        if !cleared {
+            wrong.push(format!("{} never cleared", a.kind.name()));
+        }
+    }
+    let scraped = run.scraped.get(&sender.sock_cookie.to_string()).copied();
+    shares(&sender.limits, &t.sender, scraped.flatten(), &mut wrong);
+    if scraped.is_none() {
+        wrong.push("no scrape before the close".into());
+    }
+    // The chain is made of windows the receiver sent.
+    let sent = run.windows.get(&t.receiver_addr);
+    for c in [sender, receiver]
+        .iter()
+        .filter_map(|f| f.window.chain.as_ref())
+    {
+        if !sent.is_some_and(|w| w.contains(&(c.advertised as u32))) {
+            wrong.push(format!("chain's {} B never advertised", c.advertised));
         }
     }
     let mut kinds = String::new();
@@ -386,13 +416,20 @@ fn check(run: &Run) -> (Vec<String>, String) {
             let _ = write!(kinds, " {}×{n}", kind.name());
         }
     }
-    let line =
-        format!(
-        "{:>6.2} Gb/s  kernel rwnd {k_rwnd:.2} sndbuf {k_sndbuf:.2}  ours {:.2} {:.2}  alerts:{}",
-        run.transfer.throughput_bps / 1e9,
-        l.rwnd,
-        l.sndbuf,
-        if kinds.is_empty() { " none".into() } else { kinds }
+    let info = &t.sender;
+    let kernel = |x: u64| x as f64 / info.busy_time_us.max(1) as f64;
+    let line = format!(
+        "{:>6.2} Gb/s  kernel rwnd {:.2} sndbuf {:.2}  ours {:.2} {:.2}  alerts:{}",
+        t.throughput_bps / 1e9,
+        kernel(info.rwnd_limited_us),
+        kernel(info.sndbuf_limited_us),
+        sender.limits.rwnd,
+        sender.limits.sndbuf,
+        if kinds.is_empty() {
+            " none".into()
+        } else {
+            kinds
+        }
     );
     (wrong, line)
 }
@@ -411,13 +448,15 @@ fn findings_agree_with_the_kernel_across_the_sweep() {
         .collect();
     let mut failures = Vec::new();
     for case in &cases {
-        let run = traced(&case.cfg);
-        let (wrong, line) = check(&run);
-        eprintln!("{:<48} {line}", case.name);
-        for w in &wrong {
-            eprintln!("    {w}");
+        let run = traced(&case.cfg, case.flows);
+        for t in &run.transfers {
+            let (wrong, line) = check(&run, t);
+            eprintln!("{:<56} {line}", case.name);
+            for w in &wrong {
+                eprintln!("    {w}");
+            }
+            failures.extend(wrong.into_iter().map(|w| format!("{}: {w}", case.name)));
         }
-        failures.extend(wrong.into_iter().map(|w| format!("{}: {w}", case.name)));
     }
     eprintln!("{} cases, {} disagreements", cases.len(), failures.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -433,24 +472,24 @@ fn send_buffer_the_kernel_does_not_clock() {
         return;
     }
     let run = |sndbuf| {
-        traced(&LabConfig {
+        let cfg = LabConfig {
             sndbuf,
             bytes: 256 << 20,
-            poll_sender_us: Some(2000),
             ..LabConfig::default()
-        })
+        };
+        traced(&cfg, 1)
     };
     let (auto, small) = (run(None), run(Some(32 << 10)));
-    let rate = |r: &Run| r.transfer.throughput_bps;
+    let rate = |r: &Run| r.transfers[0].throughput_bps;
     assert!(
         rate(&small) < 0.75 * rate(&auto),
         "{} vs {} b/s",
         rate(&small),
         rate(&auto)
     );
-    let info = &small.transfer.sender;
+    let info = &small.transfers[0].sender;
     let kernel = info.sndbuf_limited_us as f64 / info.busy_time_us.max(1) as f64;
-    let sender = small.transfer.sender_addr.to_string();
+    let sender = small.transfers[0].sender_addr.to_string();
     let l = &small
         .report
         .flows
@@ -471,4 +510,49 @@ fn send_buffer_the_kernel_does_not_clock() {
     );
     assert!(l.sndbuf >= 0.15 && l.sndbuf > kernel + 0.1, "{l:?}");
     assert_eq!(l.sndbuf_source, "per_event");
+}
+
+/// The advice checks out: rerun with the SO_RCVBUF the report advised, the
+/// receiver offers (on the wire) the window of whole segments it named.
+#[test]
+fn advised_receive_buffer_gives_the_window_it_names() {
+    if !common::require_root("advised_receive_buffer_gives_the_window_it_names") {
+        return;
+    }
+    let cfg = Scenario::MssClamp.config();
+    let receiver_advice = |run: &Run| {
+        let local = run.transfers[0].receiver_addr.to_string();
+        let flow = run.report.flows.iter().find(|f| f.src == local).unwrap();
+        flow.advice.iter().find_map(|a| match a {
+            Advice::ReceiveBuffer {
+                window, so_rcvbuf, ..
+            } => Some((*window, *so_rcvbuf)),
+            _ => None,
+        })
+    };
+    let largest_offer = |run: &Run| {
+        let t = &run.transfers[0];
+        run.windows[&t.receiver_addr]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+    };
+    let before = traced(&cfg, 1);
+    let (window, so_rcvbuf) = receiver_advice(&before).expect("buffer advice for the clamp");
+    assert!(
+        u64::from(largest_offer(&before)) < window,
+        "the advice asks for no more"
+    );
+    let advised = LabConfig {
+        rcvbuf: Some(so_rcvbuf as u32),
+        ..cfg
+    };
+    let after = traced(&advised, 1);
+    eprintln!(
+        "SO_RCVBUF {so_rcvbuf}: largest window {} -> {} B, {window} B advised",
+        largest_offer(&before),
+        largest_offer(&after)
+    );
+    assert!(u64::from(largest_offer(&after)) >= window);
 }

@@ -162,6 +162,10 @@ pub struct LabConfig {
     /// The transfer over IPv6 (the lab has both families' addresses).
     #[serde(default)]
     pub ipv6: bool,
+    /// Both ends in the receiver's namespace, over its loopback (`lo`, MTU
+    /// 65536) instead of the veth pair.
+    #[serde(default)]
+    pub loopback: bool,
     /// Read the sender's `TCP_INFO` this often (µs) while the transfer runs
     /// ([`TransferReport::sender_polls`]): the kernel's chrono over time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,6 +194,7 @@ impl Default for LabConfig {
             eor: false,
             port: 0,
             ipv6: false,
+            loopback: false,
             poll_sender_us: None,
         }
     }
@@ -339,6 +344,24 @@ impl Lab {
             self.receiver_ip6.into()
         } else {
             self.receiver_ip.into()
+        }
+    }
+
+    /// Where `cfg`'s receiver listens: its veth address, or loopback.
+    pub fn listen_addr(&self, cfg: &LabConfig) -> IpAddr {
+        match (cfg.loopback, cfg.ipv6) {
+            (true, false) => Ipv4Addr::LOCALHOST.into(),
+            (true, true) => Ipv6Addr::LOCALHOST.into(),
+            (false, ipv6) => self.receiver_addr(ipv6),
+        }
+    }
+
+    /// The namespace and interface `cfg`'s sender sends from.
+    pub fn sender_side(&self, cfg: &LabConfig) -> (&Netns, &'static str) {
+        if cfg.loopback {
+            (self.receiver_netns(), "lo")
+        } else {
+            (self.sender_netns(), self.sender_iface())
         }
     }
 

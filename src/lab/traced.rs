@@ -12,6 +12,21 @@ use std::time::Duration;
 /// last ACKs and reads are in.
 const DRAIN_AFTER: Duration = Duration::from_millis(100);
 
+/// `base` kept to `cfg`'s transfer: the receiver's address (unique per lab),
+/// and for loopback (127.0.0.1 is everyone's) the receiver's namespace too.
+pub fn traffic_filters(lab: &Lab, cfg: &LabConfig, base: Filters) -> anyhow::Result<Filters> {
+    let netns = if cfg.loopback {
+        Some(lab.receiver_netns().inum()? as u32)
+    } else {
+        base.netns
+    };
+    Ok(Filters {
+        addr: Some(lab.listen_addr(cfg)),
+        netns,
+        ..base
+    })
+}
+
 pub struct TracedRun {
     pub transfer: TransferReport,
     pub stats: CollectStats,
@@ -47,10 +62,7 @@ pub fn run_traced_with(
     on_tick: impl FnMut(&CollectStats),
     hold: impl FnOnce(&TransferEnds) + Send,
 ) -> anyhow::Result<TracedRun> {
-    options.filters = Filters {
-        addr: Some(lab.receiver_addr(cfg.ipv6)),
-        ..options.filters
-    };
+    options.filters = traffic_filters(lab, cfg, options.filters)?;
     let mut tracer = Tracer::start(&options)?;
     let plan = tracer.plan().clone();
     started(&plan, &options.filters)?;

@@ -200,7 +200,8 @@ impl Lab {
             user: stop,
             failed: AtomicBool::new(false),
         };
-        let listen_addr = SocketAddr::new(self.receiver_addr(cfg.ipv6), cfg.port);
+        let listen_addr = SocketAddr::new(self.listen_addr(cfg), cfg.port);
+        let (sender_netns, sender_iface) = self.sender_side(cfg);
         let flags = &flags;
         let polling = AtomicBool::new(true);
         let (sender_tx, sender_rx) = std::sync::mpsc::channel::<TcpStream>();
@@ -217,7 +218,7 @@ impl Lab {
             });
             let sender = addr_rx.recv().ok().map(|addr| {
                 let polled = poll_every.map(|_| sender_tx);
-                self.sender_netns().spawn_scoped(s, move || {
+                sender_netns.spawn_scoped(s, move || {
                     run_end(&flags.failed, || send(addr, cfg, flags, polled))
                 })
             });
@@ -235,11 +236,11 @@ impl Lab {
         let ends = TransferEnds {
             sender: sent.stream.local_addr()?,
             receiver: received.stream.local_addr()?,
-            sender_netns: self.sender_netns().name().to_string(),
+            sender_netns: sender_netns.name().to_string(),
             receiver_netns: self.receiver_netns().name().to_string(),
-            sender_netns_inum: self.sender_netns().inum()?,
+            sender_netns_inum: sender_netns.inum()?,
             receiver_netns_inum: self.receiver_netns().inum()?,
-            sender_iface: self.sender_iface().to_string(),
+            sender_iface: sender_iface.to_string(),
             receiver_iface: self.receiver_iface().to_string(),
         };
         let held = catch_unwind(AssertUnwindSafe(|| hold(&ends)));

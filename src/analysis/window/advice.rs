@@ -16,14 +16,21 @@ pub struct MtuOption {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Advice {
-    /// The receive buffer whose window (empty buffer) holds `segments` whole
-    /// segments: `sk_rcvbuf` is the inverse of `tcp_win_from_space()` at the
-    /// measured `scaling_ratio` (6.7+) or the netns's `tcp_adv_win_scale`
-    /// (before: `scaling_ratio` 0); `setsockopt(SO_RCVBUF)` takes half of it
-    /// (the kernel doubles the value); `tcp_rmem` takes `sk_rcvbuf` as is.
+    /// The receive buffer whose window holds `segments` whole segments
+    /// besides what the window could not offer of the buffer so far
+    /// (`withheld`, in window terms: data the reader kept queued, or space
+    /// above the soft cap `rcv_ssthresh`, which the kernel grows only up to
+    /// the free space while a segment is queued, so a buffer sized for an
+    /// empty window never offers that window): `sk_rcvbuf` is the inverse of
+    /// `tcp_win_from_space()` at the measured `scaling_ratio` (6.7+) or the
+    /// netns's `tcp_adv_win_scale` (before: `scaling_ratio` 0) for window +
+    /// withheld;
+    /// `setsockopt(SO_RCVBUF)` takes half of it (the kernel doubles the
+    /// value); `tcp_rmem` takes `sk_rcvbuf` as is.
     ReceiveBuffer {
         segments: u32,
         window: u64,
+        withheld: u64,
         scaling_ratio: u8,
         #[serde(skip_serializing_if = "Option::is_none")]
         adv_win_scale: Option<i8>,
@@ -59,12 +66,13 @@ pub enum Advice {
 pub fn receive_buffer(
     segments: u32,
     mss: u32,
+    withheld: u64,
     space_rule: SpaceRule,
     rcv_wscale: u8,
 ) -> Option<Advice> {
     let window = u64::from(segments) * u64::from(mss);
-    let sk_rcvbuf = space_rule.space_for_window(window)?;
-    debug_assert!(space_rule.win_from_space(sk_rcvbuf as i64) >= window as i64);
+    let sk_rcvbuf = space_rule.space_for_window(window + withheld)?;
+    debug_assert!(space_rule.win_from_space(sk_rcvbuf as i64) >= (window + withheld) as i64);
     let so_rcvbuf = sk_rcvbuf.div_ceil(2);
     let needs_window_scaling = rcv_wscale == 0 && window > 65535;
     // The kernel picks the scale from the buffer at the handshake
@@ -79,8 +87,13 @@ pub fn receive_buffer(
         ),
         None => String::new(),
     };
+    let with_withheld = if withheld > 0 {
+        format!(" beside the {withheld} B of buffer space windows could not offer so far (data queued, or above rcv_ssthresh)")
+    } else {
+        String::new()
+    };
     let message = format!(
-        "a window of {segments} × {mss} B = {window} B needs sk_rcvbuf ≥ {sk_rcvbuf} B at {}: \
+        "a window of {segments} × {mss} B = {window} B{with_withheld} needs sk_rcvbuf ≥ {sk_rcvbuf} B at {}: \
          SO_RCVBUF {so_rcvbuf} (doubled by the kernel) or tcp_rmem {sk_rcvbuf}{scale_note}",
         space_rule.describe(),
     );
@@ -91,6 +104,7 @@ pub fn receive_buffer(
     Some(Advice::ReceiveBuffer {
         segments,
         window,
+        withheld,
         scaling_ratio,
         adv_win_scale,
         sk_rcvbuf,
@@ -166,7 +180,7 @@ mod tests {
             adv_win_scale,
             message,
             ..
-        }) = receive_buffer(4, 8948, SpaceRule::AdvWinScale(1), 0)
+        }) = receive_buffer(4, 8948, 0, SpaceRule::AdvWinScale(1), 0)
         else {
             panic!()
         };
@@ -187,7 +201,7 @@ mod tests {
             so_rcvbuf,
             needs_window_scaling,
             ..
-        }) = receive_buffer(4, 8948, SpaceRule::Ratio(234), 0)
+        }) = receive_buffer(4, 8948, 0, SpaceRule::Ratio(234), 0)
         else {
             panic!()
         };
@@ -201,12 +215,12 @@ mod tests {
         let Some(Advice::ReceiveBuffer {
             needs_window_scaling,
             ..
-        }) = receive_buffer(8, 8948, SpaceRule::Ratio(234), 0)
+        }) = receive_buffer(8, 8948, 0, SpaceRule::Ratio(234), 0)
         else {
             panic!()
         };
         assert!(needs_window_scaling);
-        assert!(receive_buffer(4, 8948, SpaceRule::Ratio(0), 0).is_none());
+        assert!(receive_buffer(4, 8948, 0, SpaceRule::Ratio(0), 0).is_none());
     }
 
     #[test]
@@ -216,7 +230,7 @@ mod tests {
             handshake_ceiling,
             message,
             ..
-        }) = receive_buffer(200, 1448, SpaceRule::Ratio(234), 2)
+        }) = receive_buffer(200, 1448, 0, SpaceRule::Ratio(234), 2)
         else {
             panic!()
         };
@@ -225,7 +239,7 @@ mod tests {
         // 100 × 1448 = 144800 B fits under it.
         let Some(Advice::ReceiveBuffer {
             handshake_ceiling, ..
-        }) = receive_buffer(100, 1448, SpaceRule::Ratio(234), 2)
+        }) = receive_buffer(100, 1448, 0, SpaceRule::Ratio(234), 2)
         else {
             panic!()
         };

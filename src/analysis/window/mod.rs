@@ -775,17 +775,28 @@ pub struct WindowReport {
     pub flows: Vec<FlowWindowReport>,
 }
 
-/// What a socket's report reads of its peer's receive side.
-#[derive(Clone, Copy)]
-struct PeerReceive {
+/// What a report needs of the socket that receives its data (itself, or
+/// its peer for a sender).
+#[derive(Clone, Copy, Default)]
+struct DataReceiver {
+    rcv_mss: u32,
+    advmss: u16,
+    space_rule: kernel::SpaceRule,
+    rcv_wscale: u8,
     mean_free_space: f64,
+    mean_withheld: f64,
     longest_held: Option<receiver::HeldWindow>,
 }
 
-impl PeerReceive {
-    fn of(r: &ReceiveWindow) -> Self {
-        PeerReceive {
+impl DataReceiver {
+    fn of(rx: &ReceiverSide, r: &ReceiveWindow) -> Self {
+        DataReceiver {
+            rcv_mss: rx.rcv_mss,
+            advmss: rx.advmss,
+            space_rule: rx.space_rule,
+            rcv_wscale: rx.rcv_wscale,
             mean_free_space: r.mean_free_space,
+            mean_withheld: r.mean_withheld,
             longest_held: r.longest_held,
         }
     }
@@ -1009,7 +1020,7 @@ impl WindowAnalyzer {
             let peer_receive = self.flows[i]
                 .peer
                 .and_then(|p| found.iter().position(|&(_, j)| j == p))
-                .map(|p| PeerReceive::of(&receives[p]));
+                .map(|p| DataReceiver::of(&self.flows[found[p].1].rx, &receives[p]));
             let report = self.flow_report(i, receives[k].clone(), peer_receive, hz);
             self.retired_mismatches += report.window.receive.model_mismatches;
             retired.push(RetiredWindow {
@@ -1077,7 +1088,9 @@ impl WindowAnalyzer {
         let flows: Vec<FlowWindowReport> = by_cookie
             .into_iter()
             .map(|i| {
-                let peer_receive = self.flows[i].peer.map(|p| PeerReceive::of(&receives[p]));
+                let peer_receive = self.flows[i]
+                    .peer
+                    .map(|p| DataReceiver::of(&self.flows[p].rx, &receives[p]));
                 self.flow_report(i, receives[i].clone(), peer_receive, hz)
             })
             .collect();
@@ -1099,47 +1112,35 @@ impl WindowAnalyzer {
         &mut self,
         i: usize,
         receive: ReceiveWindow,
-        peer_receive: Option<PeerReceive>,
+        peer_receive: Option<DataReceiver>,
         hz: Option<u32>,
     ) -> FlowWindowReport {
         let peer_index = self.flows[i].peer;
         let peer_view = peer_index.map(|p| self.flows[p].view());
         let peer_cookie = peer_index.map(|p| self.flows[p].cookie);
-        let peer_rx = peer_index.map(|p| {
-            let rx = &self.flows[p].rx;
-            (
-                rx.rcv_mss,
-                rx.advmss,
-                rx.space_rule,
-                rx.rcv_wscale,
-                peer_receive.map_or(0.0, |r| r.mean_free_space),
-                peer_receive.and_then(|r| r.longest_held),
-            )
-        });
         let cfg = self.cfg.clone();
         let flow = &mut self.flows[i];
         let peer = peer_view.unwrap_or_default();
         let send = flow.tx.report(flow.last_ns);
         let sending = flow.tx.sent_data;
-        let own_rx = (
-            flow.rx.rcv_mss,
-            flow.rx.advmss,
-            flow.rx.space_rule,
-            flow.rx.rcv_wscale,
-            receive.mean_free_space,
-            receive.longest_held,
-        );
 
         // The data direction this report is about, and the receiver of that data.
-        let (direction, sender_mss, (rcv_mss, advmss, ratio, wscale, free, held)) = if sending {
-            (
-                "send",
-                Some(flow.tx.mss_cache).filter(|&m| m > 0),
-                peer_rx.unwrap_or((0, 0, kernel::SpaceRule::default(), 0, 0.0, None)),
-            )
+        let (direction, sender_mss, data_rx) = if sending {
+            let mss = Some(flow.tx.mss_cache).filter(|&m| m > 0);
+            ("send", mss, peer_receive.unwrap_or_default())
         } else {
-            ("receive", Some(peer.mss_cache).filter(|&m| m > 0), own_rx)
+            let mss = Some(peer.mss_cache).filter(|&m| m > 0);
+            ("receive", mss, DataReceiver::of(&flow.rx, &receive))
         };
+        let DataReceiver {
+            rcv_mss,
+            advmss,
+            space_rule: ratio,
+            rcv_wscale: wscale,
+            mean_free_space: free,
+            mean_withheld: withheld,
+            longest_held: held,
+        } = data_rx;
         let receiver_estimate = Some(rcv_mss).filter(|&m| m > 0);
         let mss = MssReport {
             direction,
@@ -1204,7 +1205,12 @@ impl WindowAnalyzer {
                 let wanted = ideal_window.unwrap_or(free as u64);
                 let segments = (wanted.div_ceil(u64::from(rcv_mss)) as u32)
                     .max((free as u64 / u64::from(rcv_mss)) as u32 + 1);
-                advice.extend(advice::receive_buffer(segments, rcv_mss, ratio, wscale));
+                // What the buffer withheld from the window held longest,
+                // else on average.
+                let withheld = held.map_or(withheld as u64, |h| h.withheld);
+                advice.extend(advice::receive_buffer(
+                    segments, rcv_mss, withheld, ratio, wscale,
+                ));
             }
             let current = window.send.map_or(window.receive.mean_advertised, |s| {
                 s.mean_usable_whole_segments

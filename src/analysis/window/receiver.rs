@@ -41,7 +41,9 @@ impl WindowClass {
     /// What the rule did to the free space, for a person.
     pub fn describe(self) -> &'static str {
         match self {
-            WindowClass::MssRounded => "rounded down to the receiver's MSS estimate",
+            WindowClass::MssRounded => {
+                "the free space (at most rcv_ssthresh) rounded down to the receiver's MSS estimate"
+            }
             WindowClass::WscaleAligned => "aligned down to the window scale",
             WindowClass::SwsZero => "zero by silly-window avoidance",
             WindowClass::MemPressureZero => "zero under memory pressure",
@@ -83,6 +85,9 @@ impl ClassCounts {
 pub struct HeldWindow {
     pub free_space: u64,
     pub advertised: u32,
+    /// What the window could not offer of the buffer's space then (see
+    /// [`ReceiveWindow::mean_withheld`]).
+    pub withheld: u64,
     pub class: WindowClass,
     pub held_ns: u64,
 }
@@ -200,6 +205,11 @@ pub struct ReceiveWindow {
     pub mean_advertised: f64,
     pub mean_sender_usable: f64,
     pub mean_bytes_lost: f64,
+    /// `tcp_full_space()` − what the window could offer: the data the
+    /// reader keeps queued, or the space above the soft cap `rcv_ssthresh`
+    /// (which the kernel grows only to the free space while a segment is
+    /// queued: a buffer for a window must hold this too).
+    pub mean_withheld: f64,
     /// `mean_bytes_lost / mean_free_space`.
     pub rounding_loss_fraction: f64,
     /// `1 − mean_sender_usable / mean_free_space`: receiver and sender rounding together.
@@ -233,8 +243,8 @@ pub(super) struct ReceiverSide {
     /// window leaves the ring as it is.
     loss_last: (u32, u32),
     loss_repeats: usize,
-    /// free space, advertised, sender-usable, lost.
-    means: TimeWeighted<4>,
+    /// free space, advertised, sender-usable, lost, withheld.
+    means: TimeWeighted<5>,
     /// The window being held (since when), and the longest one held before it.
     held: Option<(HeldWindow, u64)>,
     longest_held: Option<HeldWindow>,
@@ -364,6 +374,9 @@ impl ReceiverSide {
             Verdict::Mismatch => r.model_mismatches += 1,
         }
         let header = w.window;
+        // The buffer's space the window could not offer: what the reader
+        // left queued, or what lies above the soft cap rcv_ssthresh.
+        let withheld = (selection.allowed_space - selection.offerable).max(0) as u64;
         let usable = round_down_to(
             u64::from(header),
             u64::from(if sender_mss > 0 {
@@ -373,9 +386,9 @@ impl ReceiverSide {
             }),
         );
         self.means
-            .set(ts_ns, [free, u64::from(header), usable, lost]);
+            .set(ts_ns, [free, u64::from(header), usable, lost, withheld]);
         self.push_loss(lost, free);
-        self.hold(ts_ns, header, free, class);
+        self.hold(ts_ns, header, free, withheld, class);
         Some(Classified {
             class,
             selection,
@@ -387,7 +400,7 @@ impl ReceiverSide {
     }
 
     /// A window starts a run unless it is the one held; zero windows end runs.
-    fn hold(&mut self, ts_ns: u64, header: u32, free: u64, class: WindowClass) {
+    fn hold(&mut self, ts_ns: u64, header: u32, free: u64, withheld: u64, class: WindowClass) {
         match self.held {
             Some((w, _)) if w.advertised == header => return,
             Some((w, since)) => {
@@ -399,6 +412,7 @@ impl ReceiverSide {
             HeldWindow {
                 free_space: free,
                 advertised: header,
+                withheld,
                 class,
                 held_ns: 0,
             },
@@ -456,11 +470,12 @@ impl ReceiverSide {
         let mut r = self.report.clone();
         let current = self.held.map(|(w, since)| w.held_until(since, last_ns));
         r.longest_held = longer(self.longest_held, current);
-        if let Some([free, advertised, usable, lost]) = self.means.means() {
+        if let Some([free, advertised, usable, lost, withheld]) = self.means.means() {
             r.mean_free_space = free;
             r.mean_advertised = advertised;
             r.mean_sender_usable = usable;
             r.mean_bytes_lost = lost;
+            r.mean_withheld = withheld;
             if free > 0.0 {
                 r.rounding_loss_fraction = lost / free;
                 r.compounded_loss_fraction = (1.0 - usable / free).max(0.0);
