@@ -1,16 +1,20 @@
 //! Ground truth across a sweep of settings the other tests do not use: MTUs,
-//! window scaling, receive and send buffers, readers, IPv4 and IPv6. Each
-//! transfer is traced and analysed live, and what a user reads is checked
-//! against the kernel's own counters (the sender's `TCP_INFO`, polled every
-//! 2 ms) and the wire:
-//! - every limit alert: the kernel's chrono over the alert's 200 ms confirms
-//!   the limit (no false alerts);
-//! - every 200 ms in which the kernel shows rwnd or sndbuf limiting 30 % or
-//!   more of a busy window gets its alert by then (none missed);
+//! window scaling, receive and send buffers, readers, IPv4 and IPv6, 1, 2
+//! and 4 concurrent flows, veth and the receiver's loopback. Each transfer
+//! is traced and analysed live, and what a user reads is checked against the
+//! kernel's own counters (each sender's `TCP_INFO`, polled every 2 ms) and
+//! the wire:
+//! - every limit and `mss_clamp` alert: the kernel's chrono over the alert's
+//!   200 ms confirms the limit (no false alerts);
+//! - every whole 200 ms in which the kernel shows rwnd or sndbuf limiting
+//!   25 % or more of a busy window gets its alert by then (none missed);
 //! - every alert that fired is cleared by the time the flow ended;
 //! - limit shares sum to 1 and match the kernel's within 0.05, and a
 //!   Prometheus scrape just before the close shows the report's shares;
 //! - the window chain's advertised value is a window the receiver sent.
+//!
+//! Two more tests: the send buffer the kernel's chrono does not clock, and
+//! the receive-buffer advice rerun with the advised SO_RCVBUF.
 //!
 //! `TT_SWEEP=full` (`make sweep`) runs all 48 scenarios; by default (and in
 //! CI) one in four. Needs root.
@@ -40,8 +44,10 @@ const WINDOW_NS: u64 = 200_000_000;
 /// of the busy time of the alert's window (the threshold is 20 %; the
 /// window's ends differ from the alert's by up to one 2 ms poll).
 const CONFIRMS: f64 = 0.10;
-/// A window the kernel shows limited at least this much must have its alert.
-const MUST_ALERT: f64 = 0.30;
+/// A window the kernel shows limited at least this much must have its alert:
+/// the alerts' threshold is 20 % (a full run at 20 % missed none too); the
+/// margin is for a window that the kernel's jiffies put a hair above it.
+const MUST_ALERT: f64 = 0.25;
 /// How much later than the kernel's window an alert may come: limits are
 /// checked at ACKs (none arrive while a window is closed), a stall alerts
 /// 100 ms after it began, the polls are 2 ms apart and the kernel clocks in

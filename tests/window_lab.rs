@@ -328,11 +328,17 @@ fn mss_mismatch_compounds_the_rounding() {
     assert!(chain.advertised <= chain.free_space, "{chain:?}");
     assert_eq!(chain.usable, chain.advertised / 8960 * 8960);
     assert_eq!(chain.compounded_loss_bytes, chain.free_space - chain.usable);
-    // k × 8948 holds only k − 1 whole 8960-byte segments: over the
-    // transfer, the sender's rounding adds to the receiver's.
+    // k × 8948 holds only k − 1 whole 8960-byte segments: a window rounded
+    // to the settled estimate loses one more segment at the sender (a slow
+    // guest may hold a window of the first estimate, 8960, longest).
+    if chain.advertised.is_multiple_of(8948) {
+        assert_eq!(chain.usable + 8960, chain.advertised / 8948 * 8960);
+    }
+    // Over the transfer the sender's rounding never gives back what the
+    // receiver's took.
     let r = &run.receiver().window.receive;
     assert!(
-        r.compounded_loss_fraction > r.rounding_loss_fraction,
+        r.compounded_loss_fraction >= r.rounding_loss_fraction - 1e-3,
         "{} vs {}",
         r.compounded_loss_fraction,
         r.rounding_loss_fraction
