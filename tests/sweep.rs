@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tenge_trace::analysis::window::{
     Advice, Alert, AlertKind, FlowWindowReport, LimitFractions, LimitsReport,
@@ -38,6 +39,13 @@ use tenge_trace::lab::{
     Lab, LabConfig, Reader, Scenario, TcpInfoPoll, TcpInfoSnapshot, TransferReport,
 };
 use tenge_trace::probe::{Filters, ProbePlan, Tracer, TracerOptions};
+
+/// One lab at a time: the checks are about timing, and two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 const WINDOW_NS: u64 = 200_000_000;
 /// An alert is confirmed when the kernel shows its limit at least this share
@@ -445,6 +453,7 @@ fn findings_agree_with_the_kernel_across_the_sweep() {
     if !common::require_root("findings_agree_with_the_kernel_across_the_sweep") {
         return;
     }
+    let _serial = serial();
     let full = std::env::var("TT_SWEEP").is_ok_and(|v| v == "full");
     let cases: Vec<Case> = cases()
         .into_iter()
@@ -477,6 +486,7 @@ fn send_buffer_the_kernel_does_not_clock() {
     if !common::require_root("send_buffer_the_kernel_does_not_clock") {
         return;
     }
+    let _serial = serial();
     let run = |sndbuf| {
         let cfg = LabConfig {
             sndbuf,
@@ -525,6 +535,7 @@ fn advised_receive_buffer_gives_the_window_it_names() {
     if !common::require_root("advised_receive_buffer_gives_the_window_it_names") {
         return;
     }
+    let _serial = serial();
     let cfg = Scenario::MssClamp.config();
     let receiver_advice = |run: &Run| {
         let local = run.transfers[0].receiver_addr.to_string();

@@ -100,8 +100,9 @@ pub struct RecordArgs {
     #[arg(long, value_name = "HZ", default_value_t = 99)]
     pub cpu_hz: u64,
     /// Also count each hooked tracepoint's hits (perf) against its program's runs (bpf_stats,
-    /// turned on while recording), to report the hits the kernel ran no program for, which no
-    /// lost count can see. Costs every hit more.
+    /// held on by a BPF_ENABLE_STATS descriptor while recording; no sysctl is written), to
+    /// report the hits the kernel ran no program for, which no lost count can see. Costs every
+    /// hit more.
     #[arg(long)]
     pub count_hits: bool,
     /// No progress line.

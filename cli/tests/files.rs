@@ -120,6 +120,21 @@ fn truncated_corrupt_and_missing_files_fail_clearly() {
 }
 
 #[test]
+fn an_output_never_overwrites_its_input() {
+    let dir = TempDir::new("files-clobber");
+    let path = dir.join("rec.ttr");
+    write_trace(&path, 0);
+    let before = std::fs::read(&path).unwrap();
+    let out = run(bin().arg("flamegraph").arg(&path).arg("-o").arg(&path));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("would overwrite"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    // Nothing half-written is left beside it either.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
 fn version_names_the_git_revision() {
     let out = run(bin().arg("--version"));
     let text = String::from_utf8(out.stdout).unwrap();

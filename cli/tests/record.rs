@@ -312,3 +312,56 @@ fn lab_json_is_alert_lines_then_one_summary() {
     assert!(summary["report"]["events"].as_u64().unwrap() > 0);
     assert_eq!(summary["report"]["events_lost"], 0);
 }
+
+/// A SIGTERM to the tool alone (a supervisor's `kill PID`, not a terminal's
+/// Ctrl-C to the process group) ends `record -- CMD` and the command: the
+/// command gets SIGTERM in turn, the recording is finished and readable, the
+/// summary printed, and the status is 128 + SIGTERM.
+#[test]
+fn sigterm_to_the_tool_alone_ends_record_and_its_command() {
+    if !common::require_root("sigterm_to_the_tool_alone_ends_record_and_its_command") {
+        return;
+    }
+    let dir = common::TempDir::new("record-sigterm");
+    let file = dir.join("t.ttr");
+    // A duration no other process on the host sleeps for, to find it after.
+    let nap = "61.0417";
+    let mut tool = bin()
+        .args(["record", "--quiet", "-o"])
+        .arg(&file)
+        .args(["--", "sleep", nap])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sleeping = || {
+        Command::new("pgrep")
+            .args(["-f", &format!("^sleep {nap}$")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let started = std::time::Instant::now();
+    while !sleeping() {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: signalling our own child by its pid.
+    unsafe { libc::kill(tool.id() as libc::pid_t, libc::SIGTERM) };
+    let signalled = std::time::Instant::now();
+    let status = tool.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut tool.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        signalled.elapsed().as_secs() < 10,
+        "{:?}",
+        signalled.elapsed()
+    );
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert!(stderr.contains("(interrupted) written to"), "{stderr}");
+    assert!(!sleeping(), "the command outlived the tool");
+    let mut reader = TraceReader::open(&file).expect("a finished recording");
+    let summary = reader.for_each(|_| {}).expect("readable to its end");
+    assert_eq!(summary.end_reason, "interrupted");
+}

@@ -1,5 +1,6 @@
 //! In-kernel cost of the programs, from the kernel's own accounting
-//! (`kernel.bpf_stats_enabled`: run time and run count per program).
+//! (run time and run count per program, counted while a `BPF_ENABLE_STATS`
+//! descriptor is open).
 //!
 //! bpf_stats brackets every run with two clock reads, which in a VM cost more
 //! than a small program. [`ReferencePrograms::empty`] attaches a program that
@@ -12,12 +13,12 @@ use super::{kernel_btf, ProbePlan, Ring, Tracer};
 use anyhow::Context;
 use aya::maps::PerCpuArray;
 use aya::programs::BtfTracePoint;
+use aya::sys::{enable_stats, Stats};
 use aya::{Ebpf, EbpfLoader, VerifierLogLevel};
 use serde::Serialize;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-const STATS_SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 
 /// Cumulative run time and runs of one attached program.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -45,24 +46,19 @@ impl ProgramStats {
     }
 }
 
-/// Turns `kernel.bpf_stats_enabled` on; dropping it restores the old value.
+/// Keeps the kernel's BPF run-time statistics on while it lives: the file
+/// descriptor of `BPF_ENABLE_STATS` (5.8+), which the kernel reference-counts.
+/// Nothing host-wide is written: overlapping sessions keep each other's
+/// statistics on, and the last holder's exit (or SIGKILL) turns them off; a
+/// `kernel.bpf_stats_enabled` someone else set stays as it was.
 pub struct BpfStatsEnabled {
-    old: String,
+    _fd: OwnedFd,
 }
 
 impl BpfStatsEnabled {
     pub fn enable() -> anyhow::Result<BpfStatsEnabled> {
-        let old = std::fs::read_to_string(STATS_SYSCTL).context(STATS_SYSCTL)?;
-        std::fs::write(STATS_SYSCTL, "1").context("enabling bpf_stats")?;
-        Ok(BpfStatsEnabled {
-            old: old.trim().to_string(),
-        })
-    }
-}
-
-impl Drop for BpfStatsEnabled {
-    fn drop(&mut self) {
-        let _ = std::fs::write(STATS_SYSCTL, &self.old);
+        let fd = enable_stats(Stats::RunTime).context("BPF_ENABLE_STATS (run-time statistics)")?;
+        Ok(BpfStatsEnabled { _fd: fd })
     }
 }
 

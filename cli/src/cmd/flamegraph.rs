@@ -1,5 +1,6 @@
 //! `tenge-trace flamegraph FILE -o out.svg [--folded] [--flow COOKIE] [--cpu]`
 
+use super::output::OutputFile;
 use crate::cli::{Direction, FlamegraphArgs};
 use std::collections::HashMap;
 use std::io::Write;
@@ -10,6 +11,8 @@ use tenge_trace::export::flamegraph::{folded_cpu, folded_paths, render_paths_svg
 use tenge_trace::trace_file::TraceReader;
 
 pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
+    // Before reading anything: refused if it names the input.
+    let mut out = OutputFile::create(&args.output, &[&args.file])?;
     let mut reader = TraceReader::open(&args.file)?;
     let (folded, title) = if args.cpu {
         (
@@ -44,7 +47,6 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
             "complete packet paths"
         }
     );
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&args.output)?);
     if args.folded {
         for line in &folded {
             writeln!(out, "{line}")?;
@@ -54,7 +56,7 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
     } else {
         render_paths_svg(&folded, title, &mut out)?;
     }
-    out.flush()?;
+    out.commit()?;
     eprintln!(
         "tenge-trace: {} stacks written to {}",
         folded.len(),

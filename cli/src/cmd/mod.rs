@@ -7,6 +7,7 @@ mod dump;
 mod flamegraph;
 mod gen_docs;
 mod lab;
+mod output;
 mod record;
 mod report;
 mod session;

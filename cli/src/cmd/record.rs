@@ -54,7 +54,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         return Err(err.into());
     }
 
-    let child_status = child.map(|handle| handle.join().expect("waiter thread"));
+    let child_status = child.map(|child| child.finish(&flags));
     let end_reason = session::end_reason(&flags, child_status.is_some(), deadline.is_some());
     let hook_hits = hit_counter.map(|c| c.stop(&tracer)).transpose()?;
     let summary = TraceSummary {
@@ -86,7 +86,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if let Some(hits) = &summary.hook_hits {
         report_hits(hits);
     }
-    session::exit_code(child_status)
+    session::exit_code(&flags, child_status)
 }
 
 /// What the hit counters say, hooks with hits that ran no program named.

@@ -5,9 +5,10 @@ use crate::cli::{FilterArgs, FlowFilterArgs};
 use anyhow::Context;
 use std::io::IsTerminal;
 use std::process::{ExitCode, ExitStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use tenge_trace::collector::CollectStats;
 use tenge_trace::probe::{Filters, ProbePlan, Tracer, TracerOptions};
 
@@ -17,6 +18,8 @@ use tenge_trace::probe::{Filters, ProbePlan, Tracer, TracerOptions};
 pub struct StopFlags {
     pub stop: Arc<AtomicBool>,
     pub signalled: Arc<AtomicBool>,
+    /// The signal that stopped the session (the last one), 0 for none.
+    signal: Arc<AtomicUsize>,
 }
 
 impl StopFlags {
@@ -24,21 +27,67 @@ impl StopFlags {
         let flags = StopFlags {
             stop: Arc::default(),
             signalled: Arc::default(),
+            signal: Arc::default(),
         };
         for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             signal_hook::flag::register_conditional_shutdown(
                 signal,
-                130,
+                128 + signal,
                 Arc::clone(&flags.signalled),
             )?;
             signal_hook::flag::register(signal, Arc::clone(&flags.signalled))?;
             signal_hook::flag::register(signal, Arc::clone(&flags.stop))?;
+            signal_hook::flag::register_usize(signal, Arc::clone(&flags.signal), signal as usize)?;
         }
         Ok(flags)
     }
 
     pub fn interrupted(&self) -> bool {
         self.signalled.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// 128 + the signal that stopped the session, as a shell reports it.
+    fn signal_status(&self) -> Option<u8> {
+        match self.signal.load(Ordering::SeqCst) {
+            0 => None,
+            signal => Some(128 + signal as u8),
+        }
+    }
+}
+
+/// How long the command has to exit after the SIGTERM a signalled session
+/// forwards to it, before SIGKILL.
+const COMMAND_GRACE: Duration = Duration::from_secs(5);
+
+/// The command after `--`, running.
+pub struct Child {
+    pid: libc::pid_t,
+    waiter: JoinHandle<std::io::Result<ExitStatus>>,
+}
+
+impl Child {
+    /// Its exit status. A signal to the tool alone (a supervisor's `kill`,
+    /// systemd's stop) reached us, not it: it gets SIGTERM, then SIGKILL
+    /// after [`COMMAND_GRACE`], so the session never waits on it forever.
+    pub fn finish(self, flags: &StopFlags) -> std::io::Result<ExitStatus> {
+        if flags.interrupted() && !self.waiter.is_finished() {
+            // The waiter has not reaped it: the pid is still the command's.
+            // SAFETY: kill has no memory effects.
+            unsafe { libc::kill(self.pid, libc::SIGTERM) };
+            let deadline = Instant::now() + COMMAND_GRACE;
+            while !self.waiter.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if !self.waiter.is_finished() {
+                eprintln!(
+                    "tenge-trace: the command ignored SIGTERM for {} s: SIGKILL",
+                    COMMAND_GRACE.as_secs()
+                );
+                // SAFETY: as above.
+                unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            }
+        }
+        self.waiter.join().expect("waiter thread")
     }
 }
 
@@ -114,7 +163,7 @@ pub fn spawn_command(
     command: &[String],
     stop: &Arc<AtomicBool>,
     stdout_to_stderr: bool,
-) -> anyhow::Result<Option<JoinHandle<std::io::Result<ExitStatus>>>> {
+) -> anyhow::Result<Option<Child>> {
     let Some((program, rest)) = command.split_first() else {
         return Ok(None);
     };
@@ -126,12 +175,14 @@ pub fn spawn_command(
         .args(rest)
         .spawn()
         .with_context(|| format!("cannot run {program}"))?;
+    let pid = child.id() as libc::pid_t;
     let stop = Arc::clone(stop);
-    Ok(Some(std::thread::spawn(move || {
+    let waiter = std::thread::spawn(move || {
         let status = child.wait();
         stop.store(true, Ordering::SeqCst);
         status
-    })))
+    });
+    Ok(Some(Child { pid, waiter }))
 }
 
 /// Why a session ended, for its summary line.
@@ -144,8 +195,17 @@ pub fn end_reason(flags: &StopFlags, had_command: bool, had_duration: bool) -> &
     }
 }
 
-/// The session's exit code: the command's when it failed.
-pub fn exit_code(child_status: Option<std::io::Result<ExitStatus>>) -> anyhow::Result<ExitCode> {
+/// The session's exit code. With a command: 128 + the signal when SIGINT or
+/// SIGTERM cut both short (what a shell reports for the command we then
+/// stopped), else the command's when it failed. Without one, a signal is how
+/// a recording ends: 0, as for tcpdump and perf.
+pub fn exit_code(
+    flags: &StopFlags,
+    child_status: Option<std::io::Result<ExitStatus>>,
+) -> anyhow::Result<ExitCode> {
+    if let (Some(status), Some(_)) = (flags.signal_status(), &child_status) {
+        return Ok(ExitCode::from(status));
+    }
     match child_status {
         Some(Ok(status)) if !status.success() => {
             eprintln!("tenge-trace: the command exited with {status}");

@@ -2,8 +2,10 @@
 //! stage latencies and per-hook counts aggregated in the kernel, read once per
 //! interval and at the end.
 
+use super::output::OutputFile;
 use super::session;
 use crate::cli::StagesArgs;
+use anyhow::Context;
 use serde::Serialize;
 use std::io::Write;
 use std::process::ExitCode;
@@ -105,7 +107,7 @@ pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
     let intervals = intervals.list;
     let totals = tracer.read()?.summary();
     let elapsed_s = started.elapsed().as_secs_f64();
-    let child_status = child.map(|handle| handle.join().expect("waiter thread"));
+    let child_status = child.map(|child| child.finish(&flags));
     let end_reason = session::end_reason(&flags, child_status.is_some(), deadline.is_some());
     print(&format!(
         "total, {elapsed_s:.1} s ({end_reason})\n{}",
@@ -127,11 +129,12 @@ pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
             super::write_stdout(&mut stdout, text.as_bytes())?;
             super::write_stdout(&mut stdout, &[])?;
         } else {
-            std::fs::File::create(path)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            let mut out = OutputFile::create(path, &[])?;
+            out.write_all(text.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+            out.commit()?;
         }
     }
     drop(tracer);
-    session::exit_code(child_status)
+    session::exit_code(&flags, child_status)
 }

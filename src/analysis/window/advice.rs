@@ -17,11 +17,11 @@ pub struct MtuOption {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Advice {
     /// The receive buffer whose window holds `segments` whole segments
-    /// besides what the window could not offer of the buffer so far
-    /// (`withheld`, in window terms: data the reader kept queued, or space
-    /// above the soft cap `rcv_ssthresh`, which the kernel grows only up to
-    /// the free space while a segment is queued, so a buffer sized for an
-    /// empty window never offers that window): `sk_rcvbuf` is the inverse of
+    /// besides what the kernel keeps back (`withheld`, in window terms: data
+    /// the reader kept queued, or space above the soft cap `rcv_ssthresh`,
+    /// which the kernel grows only up to the free space with the segment
+    /// being received queued, so a buffer sized for an empty window never
+    /// offers that window; at least two segments): `sk_rcvbuf` is the inverse of
     /// `tcp_win_from_space()` at the measured `scaling_ratio` (6.7+) or the
     /// netns's `tcp_adv_win_scale` (before: `scaling_ratio` 0) for window +
     /// withheld;
@@ -88,7 +88,10 @@ pub fn receive_buffer(
         None => String::new(),
     };
     let with_withheld = if withheld > 0 {
-        format!(" beside the {withheld} B of buffer space windows could not offer so far (data queued, or above rcv_ssthresh)")
+        format!(
+            " beside the {withheld} B the kernel keeps back (data queued, the segment being \
+             received, space above the soft cap rcv_ssthresh)"
+        )
     } else {
         String::new()
     };

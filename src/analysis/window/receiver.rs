@@ -85,9 +85,6 @@ impl ClassCounts {
 pub struct HeldWindow {
     pub free_space: u64,
     pub advertised: u32,
-    /// What the window could not offer of the buffer's space then (see
-    /// [`ReceiveWindow::mean_withheld`]).
-    pub withheld: u64,
     pub class: WindowClass,
     pub held_ns: u64,
 }
@@ -210,6 +207,12 @@ pub struct ReceiveWindow {
     /// (which the kernel grows only to the free space while a segment is
     /// queued: a buffer for a window must hold this too).
     pub mean_withheld: f64,
+    /// The most buffer space above `rcv_ssthresh` while that soft cap cut
+    /// the window: the kernel grows the cap only up to the free space with
+    /// the segment being received queued (its truesize, which the trace
+    /// does not carry), so a buffer this much larger than a window's space
+    /// offers that window whatever the segments' truesize was.
+    pub soft_cap_gap: Option<u64>,
     /// `mean_bytes_lost / mean_free_space`.
     pub rounding_loss_fraction: f64,
     /// `1 − mean_sender_usable / mean_free_space`: receiver and sender rounding together.
@@ -377,6 +380,13 @@ impl ReceiverSide {
         // The buffer's space the window could not offer: what the reader
         // left queued, or what lies above the soft cap rcv_ssthresh.
         let withheld = (selection.allowed_space - selection.offerable).max(0) as u64;
+        if selection.capped {
+            let gap = self
+                .report
+                .soft_cap_gap
+                .map_or(withheld, |g| g.min(withheld));
+            self.report.soft_cap_gap = Some(gap);
+        }
         let usable = round_down_to(
             u64::from(header),
             u64::from(if sender_mss > 0 {
@@ -388,7 +398,7 @@ impl ReceiverSide {
         self.means
             .set(ts_ns, [free, u64::from(header), usable, lost, withheld]);
         self.push_loss(lost, free);
-        self.hold(ts_ns, header, free, withheld, class);
+        self.hold(ts_ns, header, free, class);
         Some(Classified {
             class,
             selection,
@@ -400,7 +410,7 @@ impl ReceiverSide {
     }
 
     /// A window starts a run unless it is the one held; zero windows end runs.
-    fn hold(&mut self, ts_ns: u64, header: u32, free: u64, withheld: u64, class: WindowClass) {
+    fn hold(&mut self, ts_ns: u64, header: u32, free: u64, class: WindowClass) {
         match self.held {
             Some((w, _)) if w.advertised == header => return,
             Some((w, since)) => {
@@ -412,7 +422,6 @@ impl ReceiverSide {
             HeldWindow {
                 free_space: free,
                 advertised: header,
-                withheld,
                 class,
                 held_ns: 0,
             },

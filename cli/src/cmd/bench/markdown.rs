@@ -46,7 +46,7 @@ pub fn render(r: &Results) -> String {
         let _ = writeln!(
             md,
             "## In-kernel cost per event\n\n\
-             bpf_stats (`kernel.bpf_stats_enabled=1`, restored after) run time per run of each \
+             bpf_stats (a `BPF_ENABLE_STATS` descriptor held for the run, no sysctl written) run time per run of each \
              program, minus an empty tp_btf program on the same hook during the same transfer \
              ({}, {} s each). The rows marked 1/64 are the tp_btf programs sampling as the \
              sampled mode does: their ns/run is what a hook hit costs when the probe reads the \

@@ -22,7 +22,7 @@ const SAMPLED: u32 = 64;
 
 /// Set by the first SIGINT/SIGTERM: the run stops after the transfer in
 /// flight, so every namespace, probe, tool, tracefs mount and the
-/// bpf_stats sysctl is cleaned up on the way out. A second signal exits at once.
+/// bpf_stats descriptor is cleaned up on the way out. A second signal exits at once.
 static INTERRUPTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
 fn install_interrupt() -> Result<()> {
