@@ -198,3 +198,47 @@ fn stages_interrupted_prints_and_writes_the_totals() {
     common::assert_matches_schema("stages.schema.json", &json);
     assert_eq!(json["end_reason"], "interrupted");
 }
+
+/// The namespaces of `tt-<pid>-` that `ip netns list` shows.
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let listed = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| name.starts_with(&format!("tt-{pid}-")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A `lab` killed with SIGKILL cleans nothing up; the next one removes what
+/// it left (its two namespaces, and the veth pair and addresses inside).
+#[test]
+fn the_next_lab_removes_what_a_killed_one_left() {
+    if !common::require_root("the_next_lab_removes_what_a_killed_one_left") {
+        return;
+    }
+    let mut killed = Running::spawn(bin().args(["lab", "--scenario", "sws-stall"]));
+    let pid = killed.0.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while namespaces_of(pid).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the lab never made its namespaces"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SIGKILL leaves them (any lab starting now, in a test beside this one
+    // too, removes them).
+    killed.0.kill().unwrap();
+    killed.0.wait().unwrap();
+    let next = bin()
+        .args(["lab", "--scenario", "mss-clamp"])
+        .output()
+        .unwrap();
+    assert!(
+        next.status.success(),
+        "{}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+}
