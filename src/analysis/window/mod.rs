@@ -785,7 +785,6 @@ struct DataReceiver {
     rcv_wscale: u8,
     mean_free_space: f64,
     mean_withheld: f64,
-    soft_cap_gap: Option<u64>,
     longest_held: Option<receiver::HeldWindow>,
 }
 
@@ -798,7 +797,6 @@ impl DataReceiver {
             rcv_wscale: rx.rcv_wscale,
             mean_free_space: r.mean_free_space,
             mean_withheld: r.mean_withheld,
-            soft_cap_gap: r.soft_cap_gap,
             longest_held: r.longest_held,
         }
     }
@@ -1141,7 +1139,6 @@ impl WindowAnalyzer {
             rcv_wscale: wscale,
             mean_free_space: free,
             mean_withheld: withheld,
-            soft_cap_gap,
             longest_held: held,
         } = data_rx;
         let receiver_estimate = Some(rcv_mss).filter(|&m| m > 0);
@@ -1208,14 +1205,12 @@ impl WindowAnalyzer {
                 let wanted = ideal_window.unwrap_or(free as u64);
                 let segments = (wanted.div_ceil(u64::from(rcv_mss)) as u32)
                     .max((free as u64 / u64::from(rcv_mss)) as u32 + 1);
-                // What the soft cap kept back where it cut windows, else
-                // what the buffer withheld on average; at least two
+                // What the buffer withheld from windows on average (data
+                // queued, space above the soft cap), and at least two
                 // segments: the cap grows only to the free space with the
                 // segment being received queued, whose truesize (up to
                 // about twice its payload) the trace does not carry.
-                let withheld = soft_cap_gap
-                    .unwrap_or(withheld as u64)
-                    .max(2 * u64::from(rcv_mss));
+                let withheld = (withheld as u64).max(2 * u64::from(rcv_mss));
                 advice.extend(advice::receive_buffer(
                     segments, rcv_mss, withheld, ratio, wscale,
                 ));

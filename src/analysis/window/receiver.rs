@@ -207,12 +207,6 @@ pub struct ReceiveWindow {
     /// (which the kernel grows only to the free space while a segment is
     /// queued: a buffer for a window must hold this too).
     pub mean_withheld: f64,
-    /// The most buffer space above `rcv_ssthresh` while that soft cap cut
-    /// the window: the kernel grows the cap only up to the free space with
-    /// the segment being received queued (its truesize, which the trace
-    /// does not carry), so a buffer this much larger than a window's space
-    /// offers that window whatever the segments' truesize was.
-    pub soft_cap_gap: Option<u64>,
     /// `mean_bytes_lost / mean_free_space`.
     pub rounding_loss_fraction: f64,
     /// `1 − mean_sender_usable / mean_free_space`: receiver and sender rounding together.
@@ -380,13 +374,6 @@ impl ReceiverSide {
         // The buffer's space the window could not offer: what the reader
         // left queued, or what lies above the soft cap rcv_ssthresh.
         let withheld = (selection.allowed_space - selection.offerable).max(0) as u64;
-        if selection.capped {
-            let gap = self
-                .report
-                .soft_cap_gap
-                .map_or(withheld, |g| g.min(withheld));
-            self.report.soft_cap_gap = Some(gap);
-        }
         let usable = round_down_to(
             u64::from(header),
             u64::from(if sender_mss > 0 {
