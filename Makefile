@@ -5,7 +5,7 @@ CARGO ?= cargo
 SCENARIO ?= mss-clamp
 BIN = target/release/tenge-trace
 
-.PHONY: deps build lab test lint bench man deb clean matrix vm-test sweep
+.PHONY: deps build lab test lint bench man deb clean matrix vm-test sweep fuzz
 deps:
 	./scripts/install-deps.sh
 
@@ -34,6 +34,12 @@ vm-test: build
 # 2 ms); `make test` runs one in four.
 sweep: deps
 	TT_SWEEP=full $(CARGO) test --release --test sweep -- --nocapture
+
+# The recordings' fuzz harness in full (tests/fuzz.rs): 10 million mutated
+# recordings through dump, report and flamegraph; `make test` runs 5000.
+FUZZ_INPUTS ?= 10000000
+fuzz: deps
+	TT_FUZZ_INPUTS=$(FUZZ_INPUTS) $(CARGO) test --release --test fuzz -- --nocapture
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -11,7 +11,7 @@ use crate::abi::{tt_hdr, tt_kind};
 use crate::event::{is_incoming_packet, record_len, Body, Event};
 use crate::flow::FastHasher;
 use crate::probe::Tracer;
-use crate::trace_file::{TraceError, TraceWriter};
+use crate::trace_file::{TraceError, TraceWriter, FLUSH_EVERY};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::BuildHasherDefault;
 use std::mem::offset_of;
@@ -20,10 +20,40 @@ use std::time::{Duration, Instant};
 
 /// How long one poll(2) waits before draining anyway.
 const POLL_TIMEOUT: Duration = Duration::from_millis(10);
-/// How often `on_tick` is called.
 /// Records taken from the ring between looks at the clock and the stop flag.
 const BATCH: u64 = 4096;
+/// How often [`Sink::tick`] is called.
 const TICK: Duration = Duration::from_secs(1);
+
+/// Where the [`Collector`] puts what it drains.
+pub trait Sink {
+    /// One record as the ring holds it; an error ends the collection.
+    fn record(&mut self, record: &[u8]) -> anyhow::Result<()>;
+    /// About every second, with the counts so far.
+    fn tick(&mut self, _stats: &CollectStats) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// About every [`FLUSH_EVERY`]: what the sink holds goes to its file.
+    fn flush(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// A [`Sink`] of two closures: one for each record, one for each tick.
+pub struct Callbacks<R, T>(pub R, pub T);
+
+impl<R: FnMut(&[u8]), T: FnMut(&CollectStats)> Sink for Callbacks<R, T> {
+    #[inline]
+    fn record(&mut self, record: &[u8]) -> anyhow::Result<()> {
+        (self.0)(record);
+        Ok(())
+    }
+
+    fn tick(&mut self, stats: &CollectStats) -> anyhow::Result<()> {
+        (self.1)(stats);
+        Ok(())
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CollectStats {
@@ -50,15 +80,15 @@ impl Collector {
         Collector {}
     }
 
-    /// Drains `tracer` until `stop` is set or `deadline` passes, then once
-    /// more, and reads the lost counters last.
+    /// Drains `tracer` into `sink` until `stop` is set or `deadline` passes,
+    /// then once more, and reads the lost counters last. The sink's first
+    /// error ends it.
     pub fn run(
         &mut self,
         tracer: &mut Tracer,
         stop: &AtomicBool,
         deadline: Option<Instant>,
-        mut on_record: impl FnMut(&[u8]),
-        mut on_tick: impl FnMut(&CollectStats),
+        sink: &mut impl Sink,
     ) -> anyhow::Result<CollectStats> {
         let started = Instant::now();
         let mut stats = CollectStats {
@@ -68,32 +98,51 @@ impl Collector {
             started,
             elapsed: Duration::ZERO,
         };
-        let mut next_tick = started + TICK;
-        // Returns whether the ring may hold more (a full batch was taken).
-        let mut drain = |tracer: &mut Tracer, stats: &mut CollectStats| {
-            let (events, bytes) = tracer.drain(BATCH, &mut on_record);
-            stats.events += events;
-            stats.bytes += bytes;
-            events == BATCH
-        };
+        let (mut next_tick, mut next_flush) = (started + TICK, started + FLUSH_EVERY);
         while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
             // Batches keep the stop flag, the deadline and the ticks live when
             // the producers outrun the reader; wait only once the ring is empty.
-            if !drain(tracer, &mut stats) {
+            if !drain(tracer, &mut stats, sink)? {
                 wait_readable(tracer.ring_fd(), POLL_TIMEOUT)?;
             }
             let now = Instant::now();
+            if now >= next_flush {
+                sink.flush()?;
+                next_flush = now + FLUSH_EVERY;
+            }
             if now >= next_tick {
                 stats.elapsed = now - started;
                 stats.lost = tracer.lost()?;
-                on_tick(&stats);
+                sink.tick(&stats)?;
                 next_tick = now + TICK;
             }
         }
-        while drain(tracer, &mut stats) {}
+        while drain(tracer, &mut stats, sink)? {}
         stats.lost = tracer.lost()?;
         stats.elapsed = started.elapsed();
         Ok(stats)
+    }
+}
+
+/// Takes a batch from the ring into `sink`. Returns whether the ring may
+/// hold more (a full batch was taken).
+#[inline]
+fn drain(
+    tracer: &mut Tracer,
+    stats: &mut CollectStats,
+    sink: &mut impl Sink,
+) -> anyhow::Result<bool> {
+    let mut failed = None;
+    let (events, bytes) = tracer.drain(BATCH, |record| {
+        if failed.is_none() {
+            failed = sink.record(record).err();
+        }
+    });
+    stats.events += events;
+    stats.bytes += bytes;
+    match failed {
+        Some(err) => Err(err),
+        None => Ok(events == BATCH),
     }
 }
 
@@ -181,9 +230,25 @@ impl Recording {
         std::mem::take(&mut self.process_names)
     }
 
+    /// Puts what it holds in the file: see [`TraceWriter::flush`].
+    pub fn flush(&mut self) -> Result<(), TraceError> {
+        self.writer.flush()
+    }
+
     /// Writes the trailer: see [`TraceWriter::finish`].
     pub fn finish(self, summary: &crate::trace_file::TraceSummary) -> Result<Duration, TraceError> {
         self.writer.finish(summary)
+    }
+}
+
+impl Sink for Recording {
+    #[inline]
+    fn record(&mut self, record: &[u8]) -> anyhow::Result<()> {
+        Ok(Recording::record(self, record)?)
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        Ok(Recording::flush(self)?)
     }
 }
 

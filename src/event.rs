@@ -220,6 +220,20 @@ impl Event {
         Event { hdr, body }
     }
 
+    /// Whether the fields the kernel bounds are within its bounds: a time
+    /// below 2^62 ns (146 years of uptime; sums of a few differences of such
+    /// times cannot overflow), window scales of at most 14 (RFC 7323).
+    /// A recording's events that are not were damaged.
+    pub fn within_kernel_bounds(&self) -> bool {
+        const MAX_WSCALE: u8 = 14;
+        self.hdr.ts_ns < 1 << 62
+            && match &self.body {
+                Body::WindowAdv(w) => w.rcv_wscale <= MAX_WSCALE,
+                Body::TcpRcv(r) => r.snd_wscale <= MAX_WSCALE,
+                _ => true,
+            }
+    }
+
     pub fn kind_name(&self) -> &'static str {
         kind_name(self.hdr.kind).expect("decoded events have known kinds")
     }

@@ -4,7 +4,8 @@
 //! generated from `bpf/tenge_abi.h`) → [`probe`] (loading and attaching) →
 //! [`collector`] (draining the ring buffer) → [`trace_file`] (recording) →
 //! [`flow`] (the flow table) → [`analysis`] (pure code over events) →
-//! [`export`] (JSON, tables, flamegraphs). [`lab`] builds namespaces and
+//! [`export`] (JSON, tables, flamegraphs); [`replay`] reads a recording back
+//! through them. [`lab`] builds namespaces and
 //! real transfers to trace; [`synth`] makes realistic event streams for
 //! benchmarks and tests without them.
 
@@ -16,5 +17,6 @@ pub mod export;
 pub mod flow;
 pub mod lab;
 pub mod probe;
+pub mod replay;
 pub mod synth;
 pub mod trace_file;

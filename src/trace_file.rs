@@ -10,7 +10,11 @@
 //! them (`bpf/tenge_abi.h`), each delimited by its kind's fixed size, so a
 //! block decodes without copying framing. A file without its trailer (the
 //! recorder was killed) or with a bad checksum is rejected with the offset
-//! where it went wrong, never with a panic.
+//! where it went wrong, never with a panic; or, [salvaging](TraceReader::salvaging),
+//! read up to its last whole checksummed block, with the damage named.
+//!
+//! A recording flushes what it holds every [`FLUSH_EVERY`]: a recorder killed
+//! outright loses the events of about that long at most.
 
 use crate::event::{record_len, Event};
 use crate::probe::HookHits;
@@ -18,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,6 +47,8 @@ pub struct Ahead<'a> {
     /// Twice as far.
     pub far: Option<&'a Event>,
 }
+/// How often a recording puts what it holds in the file ([`TraceWriter::flush`]).
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// Bytes staged between two writes to the file: a direct write's fixed cost
 /// (pinning the pages, the request) is then small per byte.
 const WRITE_BYTES: usize = 1 << 20;
@@ -129,6 +136,17 @@ pub struct TraceSummary {
     pub hook_hits: Option<Vec<HookHits>>,
 }
 
+/// Where a damaged file stopped being readable, and what came before it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Damage {
+    /// The byte where the damage starts (the last whole block ends there).
+    pub offset: u64,
+    /// Events read before it.
+    pub events_read: u64,
+    /// What is wrong there.
+    pub what: String,
+}
+
 impl TraceSummary {
     pub fn lost_total(&self) -> u64 {
         self.lost.values().sum()
@@ -213,7 +231,14 @@ impl TraceWriter {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::create(path).map_err(io_err)?;
+        // Private: a recording holds kernel addresses, flows and process names.
+        let file = File::options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(io_err)?;
         let out = output::Output::new(file, WRITE_BYTES + BLOCK_BYTES + HEAD + RECORD_ROOM)
             .map_err(io_err)?;
         let mut writer = TraceWriter {
@@ -234,7 +259,15 @@ impl TraceWriter {
             .push_all(&head)
             .and_then(|_| writer.out.push_all(&json));
         staged.map_err(|source| writer.io_error(source))?;
+        writer.flush()?;
         Ok(writer)
+    }
+
+    /// Seals the open block and hands everything to the file: a recorder
+    /// killed after this loses nothing written before it.
+    pub fn flush(&mut self) -> Result<(), TraceError> {
+        self.seal_block();
+        self.out.flush().map_err(|source| self.io_error(source))
     }
 
     /// Appends one raw record (as read from the ring buffer).
@@ -331,7 +364,7 @@ impl Drop for TraceWriter {
 /// Reads a trace: the header on open, then events block by block, each
 /// straight from the file into one reused buffer (no `BufReader` copy).
 pub struct TraceReader {
-    input: File,
+    input: Box<dyn Read>,
     path: PathBuf,
     meta: TraceMeta,
     offset: u64,
@@ -339,6 +372,10 @@ pub struct TraceReader {
     pos: usize,
     events: u64,
     summary: Option<TraceSummary>,
+    salvage: bool,
+    damage: Option<Damage>,
+    /// Where the section being read starts.
+    section_start: u64,
 }
 
 impl TraceReader {
@@ -347,8 +384,14 @@ impl TraceReader {
             path: path.to_path_buf(),
             source,
         })?;
+        TraceReader::from_reader(Box::new(file), path)
+    }
+
+    /// Reads a trace from `input` (a pipe, bytes in memory), called `name` in errors.
+    pub fn from_reader(input: Box<dyn Read>, name: &Path) -> Result<TraceReader, TraceError> {
+        let path = name;
         let mut reader = TraceReader {
-            input: file,
+            input,
             path: path.to_path_buf(),
             meta: TraceMeta::default(),
             offset: 0,
@@ -356,6 +399,9 @@ impl TraceReader {
             pos: 0,
             events: 0,
             summary: None,
+            salvage: false,
+            damage: None,
+            section_start: 0,
         };
         let mut magic = [0u8; 8];
         if reader.read_exact_or_eof(&mut magic)? < magic.len() || magic != MAGIC {
@@ -396,9 +442,53 @@ impl TraceReader {
         &self.meta
     }
 
+    /// From here on, a file that is truncated or damaged after its header
+    /// reads as if it ended at its last whole block: the events before the
+    /// damage, a summary that says where it stopped, and [`damage`](Self::damage).
+    pub fn salvaging(mut self) -> TraceReader {
+        self.salvage = true;
+        self
+    }
+
+    /// Where a salvaged file stopped being readable; `None` for a whole file.
+    pub fn damage(&self) -> Option<&Damage> {
+        self.damage.as_ref()
+    }
+
     /// The trailer; present once every event has been read.
     pub fn summary(&self) -> Option<&TraceSummary> {
         self.summary.as_ref()
+    }
+
+    /// Salvaging, ends the file at `err` with a summary of what was read;
+    /// otherwise `err` itself.
+    #[cold]
+    fn damaged(&mut self, err: TraceError) -> Result<bool, TraceError> {
+        let corrupt_or_truncated = matches!(
+            err,
+            TraceError::Corrupt { .. } | TraceError::Truncated { .. }
+        );
+        if !self.salvage || !corrupt_or_truncated {
+            return Err(err);
+        }
+        let offset = self.section_start;
+        self.block.clear();
+        self.pos = 0;
+        let what = match &err {
+            TraceError::Corrupt { what, .. } => what.clone(),
+            _ => "the file ends in the middle of a block or before its trailer".into(),
+        };
+        self.summary = Some(TraceSummary {
+            events: self.events,
+            end_reason: format!("damaged at byte {offset}: {what}"),
+            ..TraceSummary::default()
+        });
+        self.damage = Some(Damage {
+            offset,
+            events_read: self.events,
+            what,
+        });
+        Ok(false)
     }
 
     /// The next event, `Ok(None)` after the trailer.
@@ -410,7 +500,9 @@ impl TraceReader {
         }
         let mut ev = Event::zeroed();
         if !self.decode_next(&mut ev) {
-            return Err(self.bad_record());
+            let err = self.bad_record();
+            self.damaged(err)?;
+            return Ok(None);
         }
         Ok(Some(ev))
     }
@@ -459,7 +551,9 @@ impl TraceReader {
                 given += 1;
             }
             if self.pos < self.block.len() {
-                return Err(self.bad_record());
+                let err = self.bad_record();
+                self.damaged(err)?;
+                break;
             }
             if self.summary.is_some() || !self.next_block()? {
                 break;
@@ -468,7 +562,7 @@ impl TraceReader {
         Ok(self
             .summary
             .as_ref()
-            .expect("the loop ends only after the trailer"))
+            .expect("the loop ends only after the trailer or the damage"))
     }
 
     /// Decodes the record at `pos` into `ev`; false at the end of the block
@@ -478,6 +572,9 @@ impl TraceReader {
         let Some(len) = Event::decode_first(&self.block[self.pos..], ev) else {
             return false;
         };
+        if !ev.within_kernel_bounds() {
+            return false;
+        }
         self.pos += len;
         self.events += 1;
         true
@@ -486,12 +583,22 @@ impl TraceReader {
     #[cold]
     fn bad_record(&self) -> TraceError {
         self.corrupt(format!(
-            "record {} of a block has an unknown kind or overruns it",
+            "record {} of a block has an unknown kind, overruns it, or values no kernel gives",
             self.events
         ))
     }
 
+    /// Reads the next section: true for a block of events, false for the
+    /// trailer (or, salvaging, the damage).
     fn next_block(&mut self) -> Result<bool, TraceError> {
+        match self.read_section() {
+            Err(err) => self.damaged(err),
+            ok => ok,
+        }
+    }
+
+    fn read_section(&mut self) -> Result<bool, TraceError> {
+        self.section_start = self.offset;
         let mut head = [0u8; 16];
         let got = self.read_exact_or_eof(&mut head)?;
         if got < head.len() {
@@ -542,7 +649,7 @@ impl TraceReader {
     }
 
     /// Reads a section's payload into `buf` (reused: blocks are all about
-    /// the same size, so it is zeroed once, not per block).
+    /// the same size, so it is allocated once, not per block).
     fn read_payload(
         &mut self,
         buf: &mut Vec<u8>,
@@ -553,8 +660,16 @@ impl TraceReader {
         if len > MAX_SECTION {
             return Err(self.corrupt(format!("{what} claims {len} bytes")));
         }
-        buf.resize(len as usize, 0);
-        if self.read_exact_or_eof(buf)? < buf.len() {
+        // Grown as the bytes arrive: a damaged length takes no memory the
+        // file does not fill.
+        buf.clear();
+        let read = (&mut self.input).take(u64::from(len)).read_to_end(buf);
+        let got = read.map_err(|source| TraceError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.offset += got as u64;
+        if got < len as usize {
             return Err(TraceError::Truncated {
                 path: self.path.clone(),
                 offset: self.offset,
@@ -845,6 +960,91 @@ mod tests {
             read_all(&path).unwrap_err(),
             TraceError::NotATrace(_)
         ));
+    }
+
+    /// `evs` written in blocks of `per_block` (each flushed), unfinished.
+    fn write_blocks(path: &Path, evs: &[Event], per_block: usize) -> TraceWriter {
+        let mut w = TraceWriter::create(path, &TraceMeta::for_this_host()).unwrap();
+        for (i, ev) in evs.iter().enumerate() {
+            w.write_event(ev).unwrap();
+            if i % per_block == per_block - 1 {
+                w.flush().unwrap();
+            }
+        }
+        w
+    }
+
+    fn salvage(path: &Path) -> (u64, Option<Damage>, TraceSummary) {
+        let mut r = TraceReader::open(path).unwrap().salvaging();
+        let mut n = 0;
+        let summary = r.for_each(|_| n += 1).unwrap().clone();
+        (n, r.damage().cloned(), summary)
+    }
+
+    #[test]
+    fn salvaging_reads_every_whole_block_before_the_damage() {
+        let path = tmp("salvage.ttr");
+        drop(write_blocks(&path, &events(3000), 500));
+        let whole = std::fs::read(&path).unwrap();
+        let block = HEAD + 500 * record_len(events(1)[0].hdr.kind).unwrap();
+        let header = whole.len() - 6 * block;
+        // Cut in the middle of the fourth block: three blocks read.
+        std::fs::write(&path, &whole[..header + 3 * block + block / 2]).unwrap();
+        let (n, damage, summary) = salvage(&path);
+        assert_eq!(n, 1500);
+        let damage = damage.expect("damaged");
+        assert_eq!(damage.offset, (header + 3 * block) as u64);
+        assert_eq!(damage.events_read, 1500);
+        assert!(
+            summary.end_reason.starts_with("damaged at byte"),
+            "{summary:?}"
+        );
+        assert!(matches!(read_all(&path), Err(TraceError::Truncated { .. })));
+        // A flipped byte in the second block: the first is read.
+        let mut flipped = whole.clone();
+        flipped[header + block + block / 2] ^= 0x40;
+        std::fs::write(&path, &flipped).unwrap();
+        let (n, damage, _) = salvage(&path);
+        assert_eq!(n, 500);
+        assert!(damage.unwrap().what.contains("checksum"));
+        // The unfinished file whole: every block, damaged only by its missing trailer.
+        std::fs::write(&path, &whole).unwrap();
+        let (n, damage, _) = salvage(&path);
+        assert_eq!((n, damage.unwrap().offset), (3000, whole.len() as u64));
+    }
+
+    /// What was flushed is in the file while the writer runs on (a recorder
+    /// killed now loses only what came after).
+    #[test]
+    fn flushed_events_are_in_the_file_while_the_writer_runs() {
+        let path = tmp("flushed.ttr");
+        let evs = events(1010);
+        let mut w = write_blocks(&path, &evs[..1000], 1000);
+        for ev in &evs[1000..] {
+            w.write_event(ev).unwrap();
+        }
+        // The disk thread writes what a flush handed it soon after.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while salvage(&path).0 < 1000 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(salvage(&path).0, 1000);
+        w.flush().unwrap();
+        while salvage(&path).0 < 1010 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(salvage(&path).0, 1010);
+        w.finish(&TraceSummary::default()).unwrap();
+        assert_eq!(read_all(&path).unwrap().1.len(), 1010);
+    }
+
+    #[test]
+    fn recordings_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = tmp("private.ttr");
+        write(&path, &events(1));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tenge_trace::analysis::paths::{PathAnalyzer, PathConfig, PathEntry, PathReport};
-use tenge_trace::collector::Collector;
+use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::{Body, Event};
 use tenge_trace::lab::pingpong::{self, PingPongConfig};
 use tenge_trace::lab::traced::run_traced;
@@ -124,8 +124,10 @@ fn traced<T: Send>(lab: &Lab, work: impl FnOnce() -> T + Send) -> (T, PathReport
             &mut tracer,
             &stop,
             None,
-            |record| paths.push(&Event::decode(record).expect("a valid record")),
-            |_| {},
+            &mut Callbacks(
+                |record: &[u8]| paths.push(&Event::decode(record).expect("a valid record")),
+                |_: &CollectStats| {},
+            ),
         );
         (worker.join().expect("worker"), stats.expect("collector"))
     });
@@ -313,8 +315,10 @@ fn sampling_one_in_eight_scales_counts_and_keeps_latencies() {
                 &mut sampled_tracer,
                 &stop,
                 None,
-                |record| sampled.push(&Event::decode(record).expect("a valid record")),
-                |_| {},
+                &mut Callbacks(
+                    |record: &[u8]| sampled.push(&Event::decode(record).expect("a valid record")),
+                    |_: &CollectStats| {},
+                ),
             )
         });
         let all = bulk_run(&lab, &cfg, 1);

@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
-use tenge_trace::collector::Collector;
+use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::{tcp_flags, Body, Event};
 use tenge_trace::probe::{check, Backend, Filters, HitCounter, Tracer, TracerOptions};
 
@@ -181,7 +181,12 @@ fn trace_transfers(listener: TcpListener, tracers: &[(u32, &[Backend])]) -> Vec<
                 scope.spawn(move || {
                     let mut raw = Vec::new();
                     let stats = Collector::new()
-                        .run(tracer, done, deadline, |r| raw.push(r.to_vec()), |_| {})
+                        .run(
+                            tracer,
+                            done,
+                            deadline,
+                            &mut Callbacks(|r: &[u8]| raw.push(r.to_vec()), |_: &CollectStats| {}),
+                        )
                         .expect("collector runs");
                     (raw, stats)
                 })
@@ -648,8 +653,10 @@ fn cpu_samples_resolve_to_kernel_symbols() {
             &mut tracer,
             &stop,
             deadline,
-            |r| samples.push(Event::decode(r).unwrap()),
-            |_| {},
+            &mut Callbacks(
+                |r: &[u8]| samples.push(Event::decode(r).unwrap()),
+                |_: &CollectStats| {},
+            ),
         )
         .unwrap();
     let kstacks: Vec<i32> = samples
@@ -713,11 +720,13 @@ fn hit_counter_accounts_for_every_hook_hit() {
                 &mut tracer,
                 &done,
                 Some(Instant::now() + Duration::from_secs(30)),
-                |r| {
-                    let ev = Event::decode(r).expect("every record decodes");
-                    starts += usize::from(matches!(ev.body, Body::DevStartXmit(_)));
-                },
-                |_| {},
+                &mut Callbacks(
+                    |r: &[u8]| {
+                        let ev = Event::decode(r).expect("every record decodes");
+                        starts += usize::from(matches!(ev.body, Body::DevStartXmit(_)));
+                    },
+                    |_: &CollectStats| {},
+                ),
             )
             .expect("collector runs");
         (starts as u64, stats)

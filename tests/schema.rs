@@ -206,6 +206,7 @@ fn a_real_transfer_matches_the_schemas() {
         sample_every: 1,
         lost: Default::default(),
         hits_not_run: Some(2),
+        damage: None,
     });
     let stalls: usize = report.flows.iter().map(|f| f.window.sws_stalls.len()).sum();
     assert!(stalls > 0 && !report.path_costs.paths.is_empty());

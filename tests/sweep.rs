@@ -31,7 +31,7 @@ use tenge_trace::analysis::window::{
     Advice, Alert, AlertKind, FlowWindowReport, LimitFractions, LimitsReport,
 };
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, Report};
-use tenge_trace::collector::Collector;
+use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::{tcp_state, Body, Event};
 use tenge_trace::export::prometheus::Snapshot;
 use tenge_trace::lab::traced::traffic_filters;
@@ -203,7 +203,8 @@ fn traced(cfg: &LabConfig, flows: usize) -> Run {
             stop.store(true, Ordering::SeqCst);
             transfers
         });
-        let stats = Collector::new().run(&mut tracer, &stop, None, on_record, |_| {});
+        let mut sink = Callbacks(on_record, |_: &CollectStats| {});
+        let stats = Collector::new().run(&mut tracer, &stop, None, &mut sink);
         (worker.join().unwrap(), stats.unwrap())
     });
     assert!(transfers.iter().all(|t| t.completed));

@@ -131,9 +131,22 @@ pub struct StagesArgs {
     pub command: Vec<String>,
 }
 
+/// A recording to read.
+#[derive(Args, Debug)]
+pub struct TraceInput {
+    /// The recording (`-`: standard input).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Refuse a truncated or damaged recording (exit 2) instead of reading it
+    /// up to its last whole block with a warning.
+    #[arg(long)]
+    pub strict: bool,
+}
+
 #[derive(Args, Debug)]
 pub struct DumpArgs {
-    pub file: PathBuf,
+    #[command(flatten)]
+    pub input: TraceInput,
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
@@ -147,7 +160,8 @@ pub struct DumpArgs {
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    pub file: PathBuf,
+    #[command(flatten)]
+    pub input: TraceInput,
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
@@ -223,7 +237,8 @@ pub struct WatchArgs {
 
 #[derive(Args, Debug)]
 pub struct FlamegraphArgs {
-    pub file: PathBuf,
+    #[command(flatten)]
+    pub input: TraceInput,
     /// Output file (SVG, or folded stacks with --folded).
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: PathBuf,

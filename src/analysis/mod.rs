@@ -11,7 +11,7 @@ pub use retired::{FoldedTotals, RetireConfig, RetiredTotals, RetirementReport};
 
 use crate::event::{is_incoming_packet, Event};
 use crate::flow::{EventKey, FlowInfo, FlowTable};
-use crate::trace_file::Ahead;
+use crate::trace_file::{Ahead, Damage};
 use paths::{PathAnalyzer, PathConfig, PathReport};
 use retired::Retired;
 use serde::Serialize;
@@ -52,6 +52,8 @@ pub struct Provenance {
     pub lost: BTreeMap<String, u64>,
     /// Hook hits the kernel ran no program for, when they were counted.
     pub hits_not_run: Option<u64>,
+    /// Where a damaged recording stopped being readable.
+    pub damage: Option<Damage>,
 }
 
 /// Everything `report --json` prints.
@@ -66,6 +68,10 @@ pub struct Report {
     /// Hook hits the kernel ran no program for (`record --count-hits`), whose
     /// events are missing too; null when they were not counted.
     pub hits_not_run: Option<u64>,
+    /// Where a damaged recording stopped being readable: the report covers
+    /// the events before it. Absent for a whole recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damage: Option<Damage>,
     pub duration_ns: u64,
     /// Advertised windows that the kernel's formulas, replayed on the recorded
     /// state, do not reproduce. 0 on a complete trace.
@@ -238,6 +244,7 @@ impl Analysis {
             events_lost,
             lost_by_kind: provenance.lost,
             hits_not_run: provenance.hits_not_run,
+            damage: provenance.damage,
             duration_ns: self.first_ns.map_or(0, |first| self.last_ns - first),
             model_mismatches: window.model_mismatches,
             jiffies_hz: window.jiffies_hz,

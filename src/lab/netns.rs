@@ -186,19 +186,27 @@ fn delete(name: &str) -> Result<()> {
     }
 }
 
-/// Deletes `tt-<pid>-*` namespaces whose process no longer exists.
-fn remove_stale() {
+/// `tt-<pid>-*` namespaces whose process no longer exists (a lab killed
+/// outright left them); the next lab removes them.
+pub fn stale_namespaces() -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(NETNS_DIR) else {
-        return;
+        return Vec::new();
     };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(pid) = owner_pid(&name) {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                if let Err(e) = delete(&name) {
-                    eprintln!("tenge-trace lab: stale namespace {name}: {e:#}");
-                }
-            }
+    let mut stale: Vec<String> = entries
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            owner_pid(name).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .collect();
+    stale.sort();
+    stale
+}
+
+fn remove_stale() {
+    for name in stale_namespaces() {
+        if let Err(e) = delete(&name) {
+            eprintln!("tenge-trace lab: stale namespace {name}: {e:#}");
         }
     }
 }

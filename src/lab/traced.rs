@@ -3,7 +3,7 @@
 //! and other traffic never mix in), and drained while the transfer runs.
 
 use super::{Lab, LabConfig, TransferEnds, TransferReport};
-use crate::collector::{CollectStats, Collector};
+use crate::collector::{Callbacks, CollectStats, Collector, Sink};
 use crate::probe::{Filters, ProbePlan, Tracer, TracerOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -46,20 +46,19 @@ pub fn run_traced(
     hold: impl FnOnce(&TransferEnds) + Send,
 ) -> anyhow::Result<TracedRun> {
     let started = |_: &ProbePlan, _: &Filters| Ok(());
-    run_traced_with(lab, cfg, options, stop, started, on_record, on_tick, hold)
+    let mut sink = Callbacks(on_record, on_tick);
+    run_traced_with(lab, cfg, options, stop, started, &mut sink, hold)
 }
 
-/// [`run_traced`] that first hands the probe plan and the filters in force
-/// to `started` (a recording's header), before any record.
-#[allow(clippy::too_many_arguments)]
+/// [`run_traced`] into a [`Sink`], that first hands the probe plan and the
+/// filters in force to `started` (a recording's header), before any record.
 pub fn run_traced_with(
     lab: &Lab,
     cfg: &LabConfig,
     mut options: TracerOptions,
     stop: &AtomicBool,
     started: impl FnOnce(&ProbePlan, &Filters) -> anyhow::Result<()>,
-    on_record: impl FnMut(&[u8]),
-    on_tick: impl FnMut(&CollectStats),
+    sink: &mut impl Sink,
     hold: impl FnOnce(&TransferEnds) + Send,
 ) -> anyhow::Result<TracedRun> {
     options.filters = traffic_filters(lab, cfg, options.filters)?;
@@ -74,7 +73,7 @@ pub fn run_traced_with(
             collect_stop.store(true, Ordering::SeqCst);
             result
         });
-        let stats = Collector::new().run(&mut tracer, &collect_stop, None, on_record, on_tick);
+        let stats = Collector::new().run(&mut tracer, &collect_stop, None, sink);
         if stats.is_err() {
             // Do not let the transfer run on untraced.
             stop.store(true, Ordering::SeqCst);

@@ -42,6 +42,10 @@ pub struct CheckReport {
     pub plan: Option<ProbePlan>,
     /// Why the plan is missing.
     pub plan_error: Option<String>,
+    /// What killed runs of the tool left on the host: namespaces of labs
+    /// whose process is gone (`ip netns delete NAME`, or the next `lab`,
+    /// removes them).
+    pub leftovers: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -116,6 +120,8 @@ pub fn check() -> CheckReport {
         hooks,
         plan,
         plan_error,
+        // The lab's to say: see `lab::netns::stale_namespaces`.
+        leftovers: Vec::new(),
     }
 }
 

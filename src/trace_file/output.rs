@@ -12,10 +12,16 @@
 //! A direct write returns when the device has the data, which on a busy disk
 //! can take a second: a thread of its own writes the buffers, so the reader
 //! of the ring never waits for the disk while buffers last.
+//!
+//! [`flush`](Output::flush) puts everything staged in the file, the partial
+//! last page too: written where it belongs through the page cache, without
+//! moving the file's position, and written again, whole, by the direct write
+//! that later covers its page.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Seek, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -39,6 +45,8 @@ struct Buffer {
     pages: Box<[Page]>,
     /// Bytes used, from the start.
     len: usize,
+    /// Bytes after `len` to put in the file without advancing its position.
+    tail: usize,
 }
 
 impl Buffer {
@@ -46,7 +54,11 @@ impl Buffer {
         // SAFETY: zero bytes are a page of zeros. Zeroed by the allocator:
         // fresh pages from the kernel are not written twice.
         let pages = unsafe { Box::<[Page]>::new_zeroed_slice(pages).assume_init() };
-        Buffer { pages, len: 0 }
+        Buffer {
+            pages,
+            len: 0,
+            tail: 0,
+        }
     }
 
     fn capacity(&self) -> usize {
@@ -75,6 +87,8 @@ pub(super) struct Output {
     written: Receiver<Buffer>,
     buffers: usize,
     disk: Option<JoinHandle<io::Result<Disk>>>,
+    /// A regular file (one with positions); else a pipe or a device.
+    regular: bool,
 }
 
 /// The file as the disk thread leaves it.
@@ -88,7 +102,8 @@ struct Disk {
 impl Output {
     /// Stages up to `capacity` bytes (rounded up to pages, at least two) per write.
     pub fn new(file: File, capacity: usize) -> io::Result<Output> {
-        let direct = file.metadata().is_ok_and(|m| m.is_file()) && set_direct(&file, true).is_ok();
+        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        let direct = regular && set_direct(&file, true).is_ok();
         let (to_disk, buffers) = channel::<Buffer>();
         let (done, written) = channel();
         let mut disk = Disk {
@@ -101,6 +116,7 @@ impl Output {
             .spawn(move || {
                 for buffer in buffers {
                     disk.write_out(&buffer.all()[..buffer.len])?;
+                    disk.write_tail(&buffer.all()[buffer.len..buffer.len + buffer.tail])?;
                     // Gone only when the output is finished.
                     let _ = done.send(buffer);
                 }
@@ -115,6 +131,7 @@ impl Output {
             written,
             buffers: 1,
             disk: Some(thread),
+            regular,
         })
     }
 
@@ -158,6 +175,16 @@ impl Output {
     /// Hands the staged whole pages to the disk thread; the rest (less than
     /// a page) stays staged.
     pub fn write_pages(&mut self) -> io::Result<()> {
+        self.hand_over(false)
+    }
+
+    /// Hands everything staged to the disk thread, the partial last page
+    /// too (which also stays staged, to be written whole later).
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.hand_over(true)
+    }
+
+    fn hand_over(&mut self, all: bool) -> io::Result<()> {
         let mut next = match self.written.try_recv() {
             Ok(buffer) => {
                 // More written ones waiting: the disk caught up with a stall.
@@ -175,12 +202,17 @@ impl Output {
                 Err(_) => return Err(self.disk_error()),
             },
         };
-        let whole = self.staged.len / PAGE * PAGE;
+        let whole = match all && !self.regular {
+            // Without positions, written once: nothing stays staged.
+            true => self.staged.len,
+            false => self.staged.len / PAGE * PAGE,
+        };
         let rest = self.staged.len - whole;
         next.all_mut()[..rest].copy_from_slice(&self.staged.all()[whole..self.staged.len]);
         next.len = rest;
         let mut full = std::mem::replace(&mut self.staged, next);
         full.len = whole;
+        full.tail = if all { rest } else { 0 };
         let to_disk = self.to_disk.as_ref().expect("not finished");
         if to_disk.send(full).is_err() {
             return Err(self.disk_error());
@@ -204,7 +236,8 @@ impl Output {
         disk.write_out(&self.staged.all()[..self.staged.len])?;
         self.staged.len = 0;
         disk.file.write_all(tail)?;
-        if sync {
+        // A pipe or /dev/null has nothing to sync.
+        if sync && self.regular {
             disk.file.sync_all()?;
         }
         Ok(disk.cpu)
@@ -228,6 +261,23 @@ impl Output {
 }
 
 impl Disk {
+    /// Puts `tail` in the file where the next write will go, through the
+    /// page cache, leaving the position where it is.
+    fn write_tail(&mut self, tail: &[u8]) -> io::Result<()> {
+        if tail.is_empty() {
+            return Ok(());
+        }
+        let at = self.file.stream_position()?;
+        if self.direct {
+            set_direct(&self.file, false)?;
+        }
+        self.file.write_all_at(tail, at)?;
+        if self.direct {
+            set_direct(&self.file, true)?;
+        }
+        Ok(())
+    }
+
     fn write_out(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
             match self.file.write(bytes) {

@@ -4,7 +4,8 @@ use std::process::ExitCode;
 use tenge_trace::probe::{check, CheckReport};
 
 pub fn run(json: bool) -> anyhow::Result<ExitCode> {
-    let report = check();
+    let mut report = check();
+    report.leftovers = tenge_trace::lab::netns::stale_namespaces();
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -49,6 +50,12 @@ fn print_text(report: &CheckReport) {
             format!("no: {}", hook.error.as_deref().unwrap_or("?"))
         };
         println!("  {:<11} {status}", hook.family);
+    }
+    if !report.leftovers.is_empty() {
+        println!(
+            "\nleft by killed runs: namespaces {} (the next `lab` removes them, or `ip netns delete NAME`)",
+            report.leftovers.join(", ")
+        );
     }
     match &report.plan {
         Some(plan) => {

@@ -2,9 +2,7 @@
 
 use crate::cli::DumpArgs;
 use std::process::ExitCode;
-use tenge_trace::export::json::{event_json, event_text};
-use tenge_trace::flow::FlowTable;
-use tenge_trace::trace_file::TraceReader;
+use tenge_trace::replay;
 
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
     for kind in &args.kind {
@@ -13,28 +11,29 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
             "unknown event kind {kind:?}"
         );
     }
-    let mut reader = TraceReader::open(&args.file)?;
-    let mut flows = FlowTable::new();
+    let mut reader = args.input.open()?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut line = String::new();
-    while let Some(ev) = reader.next_event()? {
-        let cookie = flows.observe(&ev);
+    let mut failed = None;
+    let keep = |ev: &tenge_trace::event::Event, cookie: Option<u64>| {
         let wanted_kind = args.kind.is_empty() || args.kind.iter().any(|k| k == ev.kind_name());
-        if !wanted_kind || (args.flow.is_some() && cookie != args.flow) {
-            continue;
+        wanted_kind && (args.flow.is_none() || cookie == args.flow)
+    };
+    replay::dump(&mut reader, args.json, keep, |line| {
+        let written = super::write_stdout(&mut out, line.as_bytes())
+            .and_then(|more| Ok(more && super::write_stdout(&mut out, b"\n")?));
+        match written {
+            Ok(more) => more,
+            Err(err) => {
+                failed = Some(err);
+                false
+            }
         }
-        line.clear();
-        if args.json {
-            line.push_str(&event_json(&ev).to_string());
-        } else {
-            event_text(&ev, &mut line);
-        }
-        line.push('\n');
-        if !super::write_stdout(&mut out, line.as_bytes())? {
-            return Ok(ExitCode::SUCCESS);
-        }
+    })?;
+    if let Some(err) = failed {
+        return Err(err);
     }
     super::write_stdout(&mut out, b"")?;
+    args.input.warn_damage(&reader);
     if let Some(lost) = reader.summary().map(|s| s.lost_total()).filter(|&n| n > 0) {
         eprintln!("tenge-trace: warning: {lost} events were lost while recording this trace");
     }

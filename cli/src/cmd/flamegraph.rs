@@ -2,31 +2,26 @@
 
 use super::output::OutputFile;
 use crate::cli::{Direction, FlamegraphArgs};
-use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
-use tenge_trace::analysis::paths::{PathAnalyzer, PathConfig};
-use tenge_trace::event::Body;
-use tenge_trace::export::flamegraph::{folded_cpu, folded_paths, render_paths_svg, render_svg};
-use tenge_trace::trace_file::TraceReader;
+use tenge_trace::export::flamegraph::{render_paths_svg, render_svg};
+use tenge_trace::replay;
 
 pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        !(args.cpu && args.flow.is_some()),
+        "--flow does not apply to --cpu: CPU samples belong to CPUs, not flows"
+    );
     // Before reading anything: refused if it names the input.
-    let mut out = OutputFile::create(&args.output, &[&args.file])?;
-    let mut reader = TraceReader::open(&args.file)?;
+    let mut out = OutputFile::create(&args.output, &[&args.input.file])?;
+    let mut reader = args.input.open()?;
     let (folded, title) = if args.cpu {
         (
-            cpu_stacks(&mut reader, args.flow.is_some())?,
+            replay::cpu_stacks(&mut reader)?,
             "CPU time during the recording",
         )
     } else {
-        let cfg = PathConfig {
-            sample_every: reader.meta().sample_every.max(1),
-            ..PathConfig::default()
-        };
-        let mut paths = PathAnalyzer::new(cfg);
-        reader.for_each(|ev| paths.push(ev))?;
-        let mut folded = folded_paths(&paths.finish(), args.flow);
+        let mut folded = replay::path_stacks(&mut reader, args.flow)?;
         if let Some(direction) = args.direction {
             let prefix = if direction == Direction::Tx {
                 "tx;"
@@ -37,10 +32,11 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
         }
         (folded, "Path costs: direction;path;stage, weighted by time")
     };
+    args.input.warn_damage(&reader);
     anyhow::ensure!(
         !folded.is_empty(),
         "{}: nothing to draw (no {} in this trace)",
-        args.file.display(),
+        args.input.file.display(),
         if args.cpu {
             "cpu_sample events: record with --cpu-profile"
         } else {
@@ -63,39 +59,4 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
         args.output.display()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// CPU samples as stacks, root first: process, user part, kernel frames.
-fn cpu_stacks(reader: &mut TraceReader, per_flow: bool) -> anyhow::Result<Vec<String>> {
-    anyhow::ensure!(
-        !per_flow,
-        "--flow does not apply to --cpu: CPU samples belong to CPUs, not flows"
-    );
-    let mut counts: HashMap<(u32, i32, bool), u64> = HashMap::new();
-    let summary = reader
-        .for_each(|ev| {
-            if let Body::CpuSample(s) = ev.body {
-                *counts
-                    .entry((s.tgid, s.kstack_id, s.ustack_id >= 0))
-                    .or_default() += 1;
-            }
-        })?
-        .clone();
-    let samples = counts.into_iter().map(|((tgid, kstack, in_user), count)| {
-        let name = summary
-            .process_names
-            .get(&tgid)
-            .cloned()
-            .unwrap_or_else(|| format!("pid {tgid}"));
-        let mut frames = vec![name];
-        if in_user {
-            frames.push("[user]".into());
-        }
-        if let Some(kernel) = summary.stacks.get(&kstack) {
-            // Stacks are stored leaf first.
-            frames.extend(kernel.iter().rev().cloned());
-        }
-        (frames, count)
-    });
-    Ok(folded_cpu(samples))
 }

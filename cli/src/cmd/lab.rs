@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::process::ExitCode;
 use std::sync::Mutex;
 use tenge_trace::analysis::{Analysis, Provenance};
+use tenge_trace::collector::Sink;
 use tenge_trace::event::Event;
 use tenge_trace::export::table::{bps, bytes, render_report};
 use tenge_trace::lab::traced::run_traced_with;
@@ -57,8 +58,11 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         &crate::cli::AlertArgs::default(),
         args.sample,
     ));
-    let mut printer = AlertPrinter::new(args.json);
-    let mut write_error = None;
+    let mut sink = LabSink {
+        writer: &writer,
+        analysis: &mut analysis,
+        printer: AlertPrinter::new(args.json),
+    };
     let sockets = Mutex::new(Vec::new());
     let options = TracerOptions {
         filters: Filters {
@@ -73,21 +77,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         options,
         &flags.stop,
         started,
-        |record| {
-            if let Ok(ev) = Event::decode(record) {
-                for alert in analysis.push(&ev) {
-                    printer.print(&alert);
-                }
-            }
-            if let Some(writer) = writer
-                .borrow_mut()
-                .as_mut()
-                .filter(|_| write_error.is_none())
-            {
-                write_error = writer.write_record(record).err();
-            }
-        },
-        |_| {},
+        &mut sink,
         |ends| {
             // The kernel's own counters, read while both sockets are open.
             for netns in [&ends.sender_netns, &ends.receiver_netns] {
@@ -106,9 +96,6 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         }
         Err(err) => return Err(err),
     };
-    if let Some(err) = write_error {
-        return Err(err.into());
-    }
     if let (Some(writer), Some(path)) = (writer.into_inner(), &args.output) {
         writer.finish(&TraceSummary {
             events: run.stats.events,
@@ -130,6 +117,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         sample_every: args.sample,
         lost: session::lost_by_name(&run.stats.lost),
         hits_not_run: None,
+        damage: None,
     });
     let sockets = sockets.into_inner().unwrap();
     if args.json {
@@ -176,6 +164,34 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     }
     session::report_lost(&run.stats);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each record analysed (its alerts printed) and written to the `-o` file, if any.
+struct LabSink<'a> {
+    writer: &'a RefCell<Option<TraceWriter>>,
+    analysis: &'a mut Analysis,
+    printer: AlertPrinter,
+}
+
+impl Sink for LabSink<'_> {
+    fn record(&mut self, record: &[u8]) -> anyhow::Result<()> {
+        if let Ok(ev) = Event::decode(record) {
+            for alert in self.analysis.push(&ev) {
+                self.printer.print(&alert);
+            }
+        }
+        if let Some(writer) = self.writer.borrow_mut().as_mut() {
+            writer.write_record(record)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        if let Some(writer) = self.writer.borrow_mut().as_mut() {
+            writer.flush()?;
+        }
+        Ok(())
+    }
 }
 
 /// The scenario's settings (or the defaults), with the flags on top.

@@ -6,6 +6,7 @@ mod check;
 mod dump;
 mod flamegraph;
 mod gen_docs;
+mod input;
 mod lab;
 mod output;
 mod record;

@@ -3,9 +3,8 @@
 use super::session;
 use crate::cli::RecordArgs;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use tenge_trace::collector::{Collector, Recording};
+use tenge_trace::collector::{CollectStats, Collector, Recording, Sink};
 use tenge_trace::probe::{HitCounter, HookHits};
 use tenge_trace::trace_file::{clock_ns, TraceMeta, TraceSummary, TraceWriter};
 
@@ -30,29 +29,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .duration
         .map(|s| Instant::now() + Duration::from_secs_f64(s));
 
-    let mut write_error = None;
-    let mut progress = session::Progress::new(args.quiet);
-    let sockets = std::cell::Cell::new(0);
-    let stats = Collector::new().run(
-        &mut tracer,
-        stop,
-        deadline,
-        |record| {
-            if write_error.is_some() {
-                return;
-            }
-            if let Err(err) = recording.record(record) {
-                write_error = Some(err);
-                stop.store(true, Ordering::SeqCst);
-            }
-            sockets.set(recording.sockets());
-        },
-        |stats| progress.tick(stats, sockets.get()),
-    )?;
-    progress.done();
-    if let Some(err) = write_error {
-        return Err(err.into());
-    }
+    let mut sink = RecordSink {
+        recording: &mut recording,
+        progress: session::Progress::new(args.quiet),
+    };
+    let stats = Collector::new().run(&mut tracer, stop, deadline, &mut sink)?;
+    sink.progress.done();
 
     let child_status = child.map(|child| child.finish(&flags));
     let end_reason = session::end_reason(&flags, child_status.is_some(), deadline.is_some());
@@ -87,6 +69,28 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         report_hits(hits);
     }
     session::exit_code(&flags, child_status)
+}
+
+/// The recording, with progress shown every tick.
+struct RecordSink<'a> {
+    recording: &'a mut Recording,
+    progress: session::Progress,
+}
+
+impl Sink for RecordSink<'_> {
+    #[inline]
+    fn record(&mut self, record: &[u8]) -> anyhow::Result<()> {
+        Sink::record(self.recording, record)
+    }
+
+    fn tick(&mut self, stats: &CollectStats) -> anyhow::Result<()> {
+        self.progress.tick(stats, self.recording.sockets());
+        Ok(())
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        Sink::flush(self.recording)
+    }
 }
 
 /// What the hit counters say, hooks with hits that ran no program named.

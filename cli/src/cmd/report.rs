@@ -2,9 +2,9 @@
 
 use crate::cli::{AlertArgs, ReportArgs, RetireArgs};
 use std::process::ExitCode;
-use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, RetireConfig};
+use tenge_trace::analysis::{AnalysisConfig, RetireConfig};
 use tenge_trace::export::table::render_report;
-use tenge_trace::trace_file::TraceReader;
+use tenge_trace::replay;
 
 /// The analyses' settings from the command line and the recording's sampling.
 pub fn analysis_config(alerts: &AlertArgs, sample_every: u32) -> AnalysisConfig {
@@ -34,24 +34,12 @@ pub fn retire_config(args: &RetireArgs, by_default: bool) -> anyhow::Result<Opti
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let mut reader = TraceReader::open(&args.file)?;
-    let meta = reader.meta().clone();
-    let mut cfg = analysis_config(&args.alerts, meta.sample_every);
+    let mut reader = args.input.open()?;
+    let mut cfg = analysis_config(&args.alerts, reader.meta().sample_every);
     // Off by default: a recording's report shows every socket, as it always did.
     cfg.retire = retire_config(&args.retire, false)?;
-    let mut analysis = Analysis::new(cfg);
-    let summary = reader
-        .for_each_ahead(|ev, ahead| {
-            analysis.prefetch(ahead);
-            analysis.push(ev).for_each(drop)
-        })?
-        .clone();
-    let report = analysis.finish(Provenance {
-        kernel_release: meta.kernel_release,
-        sample_every: meta.sample_every,
-        hits_not_run: summary.hits_not_run(),
-        lost: summary.lost,
-    });
+    let report = replay::report(&mut reader, cfg)?;
+    args.input.warn_damage(&reader);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tenge_trace::analysis::{Analysis, Provenance};
-use tenge_trace::collector::Collector;
+use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::Event;
 use tenge_trace::export::prometheus::{MetricsServer, Snapshot};
 use tenge_trace::export::table::render_report;
@@ -52,11 +52,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     }
     // Every record is decoded into this one event (as replays do).
     let mut ev = Event::zeroed();
-    let stats = Collector::new().run(
-        &mut tracer,
-        &flags.stop,
-        deadline,
-        |record| {
+    let mut sink = Callbacks(
+        |record: &[u8]| {
             if Event::decode_first(record, &mut ev).is_none() {
                 return;
             }
@@ -67,7 +64,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         },
-        |stats| {
+        |stats: &CollectStats| {
             // Sockets go while no event comes too (event times are CLOCK_MONOTONIC).
             analysis
                 .borrow_mut()
@@ -84,7 +81,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
                 ));
             }
         },
-    )?;
+    );
+    let stats = Collector::new().run(&mut tracer, &flags.stop, deadline, &mut sink)?;
     progress.done();
     drop(tracer);
     drop(metrics);
@@ -94,6 +92,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         sample_every: args.filters.sample,
         lost,
         hits_not_run: None,
+        damage: None,
     });
     if args.json {
         println!(

@@ -289,13 +289,11 @@ fn napi_stats(n: &NapiAcc, scale: u64) -> NapiStats {
         work_p50: n.work_quantile(0.5),
         work_p90: n.work_quantile(0.9),
         work_p99: n.work_quantile(0.99),
-        work_max: n.polls_by_work.len().saturating_sub(1) as u64,
+        work_max: n.polls_by_work.keys().next_back().map_or(0, |&w| w as u64),
         work_histogram: n
             .polls_by_work
             .iter()
-            .enumerate()
-            .filter(|(_, &polls)| polls > 0)
-            .map(|(work, &polls)| [work as u64, polls * scale])
+            .map(|(&work, &polls)| [work as u64, polls * scale])
             .collect(),
     }
 }

@@ -7,6 +7,7 @@
 //! every packet is recorded once.
 
 use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
 
 /// Latencies above this are recorded as this (the exact maximum is kept aside).
 const HIST_MAX_NS: u64 = 60_000_000_000;
@@ -329,8 +330,9 @@ pub struct NapiAcc {
     pub packets: u64,
     pub budget: i32,
     pub polls_at_budget: u64,
-    /// `polls_by_work[w]`: polls that processed w packets.
-    pub polls_by_work: Vec<u64>,
+    /// Polls by the packets they processed: kept sparse, as a recording's
+    /// work value sizes nothing.
+    pub polls_by_work: BTreeMap<u32, u64>,
 }
 
 impl NapiAcc {
@@ -342,17 +344,14 @@ impl NapiAcc {
         if budget > 0 && work >= budget {
             self.polls_at_budget += 1;
         }
-        if self.polls_by_work.len() <= work as usize {
-            self.polls_by_work.resize(work as usize + 1, 0);
-        }
-        self.polls_by_work[work as usize] += 1;
+        *self.polls_by_work.entry(work as u32).or_default() += 1;
     }
 
     /// The smallest work w such that at least q of the polls did <= w.
     pub fn work_quantile(&self, q: f64) -> u64 {
         let want = (q * self.polls as f64).ceil().max(1.0) as u64;
         let mut seen = 0;
-        for (work, &polls) in self.polls_by_work.iter().enumerate() {
+        for (&work, &polls) in &self.polls_by_work {
             seen += polls;
             if seen >= want {
                 return work as u64;

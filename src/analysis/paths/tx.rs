@@ -111,9 +111,17 @@ impl TxFlow {
         };
         let binding = binding_limit(body, segs);
         let mut offset = 0;
-        while offset < body.len {
+        // The kernel's segment count bounds the pieces (the last takes the
+        // rest): a damaged length or size costs no more than it.
+        for piece in 1..=segs {
+            if offset >= body.len {
+                break;
+            }
             let seq = body.seq.wrapping_add(offset);
-            let len = seg_len.min(body.len - offset);
+            let len = match piece == segs {
+                true => body.len - offset,
+                false => seg_len.max(1).min(body.len - offset),
+            };
             offset += len;
             if !sampled_byte(seq, ctx.cfg.sample_every) {
                 continue;
@@ -130,7 +138,8 @@ impl TxFlow {
                 }
             });
             ctx.counters.tx_packets += 1;
-            queued.segments[class as usize] += 1;
+            let segments = &mut queued.segments[class as usize];
+            *segments = segments.saturating_add(1);
             if waited.is_some() {
                 queued.tcp_measured += 1;
             }

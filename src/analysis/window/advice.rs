@@ -71,8 +71,12 @@ pub fn receive_buffer(
     rcv_wscale: u8,
 ) -> Option<Advice> {
     let window = u64::from(segments) * u64::from(mss);
-    let sk_rcvbuf = space_rule.space_for_window(window + withheld)?;
-    debug_assert!(space_rule.win_from_space(sk_rcvbuf as i64) >= (window + withheld) as i64);
+    let wanted = window.saturating_add(withheld);
+    let sk_rcvbuf = space_rule.space_for_window(wanted)?;
+    // Beyond what an i64 of buffer offers (a damaged recording's numbers): no advice.
+    if (space_rule.win_from_space(sk_rcvbuf as i64) as u64) < wanted {
+        return None;
+    }
     let so_rcvbuf = sk_rcvbuf.div_ceil(2);
     let needs_window_scaling = rcv_wscale == 0 && window > 65535;
     // The kernel picks the scale from the buffer at the handshake

@@ -47,7 +47,9 @@ impl SpaceRule {
     /// be offered as window.
     pub fn win_from_space(self, space: i64) -> i64 {
         match self {
-            SpaceRule::Ratio(ratio) => (space * i64::from(ratio)) >> TCP_RMEM_TO_WIN_SCALE,
+            SpaceRule::Ratio(ratio) => {
+                space.saturating_mul(i64::from(ratio)) >> TCP_RMEM_TO_WIN_SCALE
+            }
             SpaceRule::AdvWinScale(a) if a <= 0 => space >> (-i32::from(a)).min(63),
             SpaceRule::AdvWinScale(a) => space - (space >> a.min(63)),
         }
@@ -59,17 +61,28 @@ impl SpaceRule {
         match self {
             SpaceRule::Ratio(0) => None,
             SpaceRule::Ratio(ratio) => {
-                Some((window << TCP_RMEM_TO_WIN_SCALE).div_ceil(u64::from(ratio)))
+                let space =
+                    (u128::from(window) << TCP_RMEM_TO_WIN_SCALE).div_ceil(u128::from(ratio));
+                u64::try_from(space).ok()
             }
-            SpaceRule::AdvWinScale(a) if a <= 0 => window.checked_shl((-i32::from(a)) as u32),
+            SpaceRule::AdvWinScale(a) if a <= 0 => {
+                let space = u128::from(window) << (-i32::from(a)).min(63);
+                u64::try_from(space).ok()
+            }
             SpaceRule::AdvWinScale(a) => {
-                // space - space/2^a >= window: from the real-valued bound up.
-                let unit = 1u64 << a.min(62);
-                let mut space = (window * unit).div_ceil(unit - 1).saturating_sub(2);
-                while (self.win_from_space(space as i64) as u64) < window {
+                // space - space/2^a >= window: from the real-valued bound,
+                // which is at most 2 short, up.
+                let unit = 1u128 << a.min(62);
+                let mut space = (u128::from(window) * unit)
+                    .div_ceil(unit - 1)
+                    .saturating_sub(2);
+                let max = i64::MAX as u128;
+                while space <= max
+                    && (self.win_from_space(space as i64) as u128) < u128::from(window)
+                {
                     space += 1;
                 }
-                Some(space)
+                u64::try_from(space).ok().filter(|&s| s <= max as u64)
             }
         }
     }

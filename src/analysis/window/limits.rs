@@ -64,8 +64,8 @@ impl SenderState {
             .snd_una
             .wrapping_add(self.snd_wnd)
             .wrapping_sub(self.snd_nxt) as i32;
-        let in_flight =
-            (self.packets_out + self.retrans_out).saturating_sub(self.sacked_out + self.lost_out);
+        let in_flight = (self.packets_out.saturating_add(self.retrans_out))
+            .saturating_sub(self.sacked_out.saturating_add(self.lost_out));
         if unsent > 0 && window_left < self.mss_cache as i32 {
             Limit::Rwnd
         } else if self.snd_cwnd > 0 && in_flight >= self.snd_cwnd {
@@ -173,7 +173,8 @@ impl RecentWindow {
             if index > self.head {
                 self.rotate(index);
             }
-            let end = ((index + 1) * self.bucket_ns).min(t1);
+            // Saturating: a time near the end of u64 must still move `t` on.
+            let end = (index + 1).saturating_mul(self.bucket_ns).min(t1);
             self.current[3] += end - t;
             if let Some(c) = column {
                 self.current[c] += end - t;
@@ -499,7 +500,8 @@ impl LimitTracker {
         if let Some(last) = self.last_ns {
             if ts_ns > last {
                 let limit = self.state.limit();
-                self.ns[limit as usize] += ts_ns - last;
+                let ns = &mut self.ns[limit as usize];
+                *ns = ns.saturating_add(ts_ns - last);
                 self.recent.add(last, ts_ns, limit);
             }
         }

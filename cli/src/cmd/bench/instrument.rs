@@ -336,21 +336,7 @@ fn collect(mut tracer: Tracer, stop: &AtomicBool, file: &Path) -> Result<Session
     let mut meta = TraceMeta::for_this_host();
     meta.probe_plan = serde_json::to_value(tracer.plan())?;
     let mut recording = Recording::new(TraceWriter::create(file, &meta)?);
-    let mut write_error = None;
-    let stats = Collector::new().run(
-        &mut tracer,
-        stop,
-        None,
-        |record| {
-            if let Err(err) = recording.record(record) {
-                write_error.get_or_insert(err);
-            }
-        },
-        |_| {},
-    )?;
-    if let Some(err) = write_error {
-        return Err(err.into());
-    }
+    let stats = Collector::new().run(&mut tracer, stop, None, &mut recording)?;
     let writer_cpu = recording.finish(&TraceSummary {
         events: stats.events,
         duration_ns: stats.elapsed.as_nanos() as u64,

@@ -1,0 +1,110 @@
+//! A recording read back: what `report`, `dump` and `flamegraph` make of a
+//! [`TraceReader`], as functions the commands and the fuzz harness share.
+//!
+//! Whatever a file's bytes say, reading it costs time and memory in
+//! proportion to its size ([`MEMORY_PER_BYTE`]): every count, length and
+//! value the analyses take from it only ever sizes what its own events fill.
+
+use crate::analysis::paths::{PathAnalyzer, PathConfig};
+use crate::analysis::{Analysis, AnalysisConfig, Provenance, Report};
+use crate::event::{Body, Event};
+use crate::export::flamegraph::{folded_cpu, folded_paths};
+use crate::export::json::{event_json, event_text};
+use crate::flow::FlowTable;
+use crate::trace_file::{TraceError, TraceReader};
+use std::collections::HashMap;
+
+/// The heap any of these functions takes, at most, per byte of the file
+/// read, on top of [`MEMORY_BASE`]: checked by the fuzz harness on every input.
+pub const MEMORY_PER_BYTE: usize = 64;
+/// The heap they take whatever the file: the block buffer, the tables'
+/// first allocations.
+pub const MEMORY_BASE: usize = 32 << 20;
+
+/// The analyses of every event, and the report `report` prints.
+pub fn report(reader: &mut TraceReader, cfg: AnalysisConfig) -> Result<Report, TraceError> {
+    let mut analysis = Analysis::new(cfg);
+    let summary = reader
+        .for_each_ahead(|ev, ahead| {
+            analysis.prefetch(ahead);
+            analysis.push(ev).for_each(drop)
+        })?
+        .clone();
+    let meta = reader.meta();
+    Ok(analysis.finish(Provenance {
+        kernel_release: meta.kernel_release.clone(),
+        sample_every: meta.sample_every,
+        hits_not_run: summary.hits_not_run(),
+        lost: summary.lost,
+        damage: reader.damage().cloned(),
+    }))
+}
+
+/// Each event as `dump` prints it, one line (JSON or text) each, to `line`
+/// while it returns true; `keep` picks events by their socket's cookie.
+pub fn dump(
+    reader: &mut TraceReader,
+    json: bool,
+    keep: impl Fn(&Event, Option<u64>) -> bool,
+    mut line: impl FnMut(&str) -> bool,
+) -> Result<(), TraceError> {
+    let mut flows = FlowTable::new();
+    let mut text = String::new();
+    while let Some(ev) = reader.next_event()? {
+        let cookie = flows.observe(&ev);
+        if !keep(&ev, cookie) {
+            continue;
+        }
+        text.clear();
+        match json {
+            true => text.push_str(&event_json(&ev).to_string()),
+            false => event_text(&ev, &mut text),
+        }
+        if !line(&text) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The path costs as folded stacks (direction;path;stage), of one flow or all.
+pub fn path_stacks(reader: &mut TraceReader, flow: Option<u64>) -> Result<Vec<String>, TraceError> {
+    let cfg = PathConfig {
+        sample_every: reader.meta().sample_every.max(1),
+        ..PathConfig::default()
+    };
+    let mut paths = PathAnalyzer::new(cfg);
+    reader.for_each(|ev| paths.push(ev))?;
+    Ok(folded_paths(&paths.finish(), flow))
+}
+
+/// CPU samples as folded stacks, root first: process, user part, kernel frames.
+pub fn cpu_stacks(reader: &mut TraceReader) -> Result<Vec<String>, TraceError> {
+    let mut counts: HashMap<(u32, i32, bool), u64> = HashMap::new();
+    let summary = reader
+        .for_each(|ev| {
+            if let Body::CpuSample(s) = ev.body {
+                *counts
+                    .entry((s.tgid, s.kstack_id, s.ustack_id >= 0))
+                    .or_default() += 1;
+            }
+        })?
+        .clone();
+    let samples = counts.into_iter().map(|((tgid, kstack, in_user), count)| {
+        let name = summary
+            .process_names
+            .get(&tgid)
+            .cloned()
+            .unwrap_or_else(|| format!("pid {tgid}"));
+        let mut frames = vec![name];
+        if in_user {
+            frames.push("[user]".into());
+        }
+        if let Some(kernel) = summary.stacks.get(&kstack) {
+            // Stacks are stored leaf first.
+            frames.extend(kernel.iter().rev().cloned());
+        }
+        (frames, count)
+    });
+    Ok(folded_cpu(samples))
+}
