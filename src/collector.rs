@@ -230,6 +230,11 @@ impl Recording {
         std::mem::take(&mut self.process_names)
     }
 
+    /// Where the recording is until it is finished: see [`TraceWriter::partial`].
+    pub fn partial(&self) -> Option<&std::path::Path> {
+        self.writer.partial()
+    }
+
     /// Puts what it holds in the file: see [`TraceWriter::flush`].
     pub fn flush(&mut self) -> Result<(), TraceError> {
         self.writer.flush()

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -216,6 +217,9 @@ fn section(tag: [u8; 4], count: u32, payload: &[u8]) -> [u8; 16] {
 pub struct TraceWriter {
     out: output::Output,
     path: PathBuf,
+    /// Where the file is written until it is finished, then renamed to
+    /// `path`; none for a stream or a device, written in place.
+    partial: Option<PathBuf>,
     /// Where the open block's head goes in the staged bytes.
     block_start: usize,
     /// Records in the open block; 0 when no block is open.
@@ -225,25 +229,56 @@ pub struct TraceWriter {
     encoded: Vec<u8>,
 }
 
+/// The name a recording has until it is finished: `rec.tt.partial`.
+pub fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".partial");
+    PathBuf::from(name)
+}
+
+/// Opens where a recording for `path` is written: `-` is standard output, a
+/// device or a pipe is written in place; a file is written as
+/// [`partial_path`], new and private (0600: a recording holds flows and
+/// process names), and replaces `path` only once finished.
+fn open_output(path: &Path) -> io::Result<(File, Option<PathBuf>)> {
+    use std::os::fd::AsFd;
+    if path == Path::new("-") {
+        return Ok((File::from(io::stdout().as_fd().try_clone_to_owned()?), None));
+    }
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return Ok((File::options().write(true).open(path)?, None));
+    }
+    let partial = partial_path(path);
+    // One a killed recording left (or anything planted there) goes; the
+    // new one is created, never opened through a link.
+    match std::fs::remove_file(&partial) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let file = File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&partial)?;
+    Ok((file, Some(partial)))
+}
+
 impl TraceWriter {
+    /// Starts a recording for `path` (see [`open_output`] for where it goes
+    /// until finished).
     pub fn create(path: &Path, meta: &TraceMeta) -> Result<TraceWriter, TraceError> {
         let io_err = |source| TraceError::Io {
             path: path.to_path_buf(),
             source,
         };
-        // Private: a recording holds kernel addresses, flows and process names.
-        let file = File::options()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(io_err)?;
+        let (file, partial) = open_output(path).map_err(io_err)?;
         let out = output::Output::new(file, WRITE_BYTES + BLOCK_BYTES + HEAD + RECORD_ROOM)
             .map_err(io_err)?;
         let mut writer = TraceWriter {
             out,
             path: path.to_path_buf(),
+            partial,
             block_start: 0,
             block_count: 0,
             events: 0,
@@ -332,16 +367,25 @@ impl TraceWriter {
         self.block_count = 0;
     }
 
-    /// Writes the last block and the trailer, and syncs the file. Returns
-    /// the CPU time of the thread that wrote the file (the writer's own
-    /// thread only staged the bytes).
+    /// Writes the last block and the trailer, syncs the file and renames it
+    /// into place. Returns the CPU time of the thread that wrote the file
+    /// (the writer's own thread only staged the bytes).
     pub fn finish(mut self, summary: &TraceSummary) -> Result<Duration, TraceError> {
         self.seal_block();
         let json = serde_json::to_vec(summary).expect("summary serializes");
         let mut trailer = section(TRAILER_TAG, 0, &json).to_vec();
         trailer.extend_from_slice(&json);
         let written = self.out.finish(&trailer, true);
-        written.map_err(|source| self.io_error(source))
+        let cpu = written.map_err(|source| self.io_error(source))?;
+        if let Some(partial) = self.partial.take() {
+            std::fs::rename(&partial, &self.path).map_err(|source| self.io_error(source))?;
+        }
+        Ok(cpu)
+    }
+
+    /// Where the recording is until it is finished (`None`: written in place).
+    pub fn partial(&self) -> Option<&Path> {
+        self.partial.as_deref()
     }
 
     fn io_error(&self, source: io::Error) -> TraceError {
@@ -354,7 +398,8 @@ impl TraceWriter {
 
 impl Drop for TraceWriter {
     /// A writer dropped unfinished (an error stopped the recording) leaves
-    /// the events it took, in a file the reader calls truncated.
+    /// the events it took in its [partial](TraceWriter::partial) file, which
+    /// the reader calls truncated and salvages.
     fn drop(&mut self) {
         self.seal_block();
         let _ = self.out.finish(&[], false);
@@ -817,6 +862,7 @@ mod tests {
     impl Drop for TempFile {
         fn drop(&mut self) {
             let _ = std::fs::remove_file(&self.0);
+            let _ = std::fs::remove_file(partial_path(&self.0));
         }
     }
 
@@ -919,7 +965,8 @@ mod tests {
             w.write_event(ev).unwrap();
         }
         drop(w);
-        let err = read_all(&path).unwrap_err();
+        assert!(!path.exists(), "an unfinished recording is not in place");
+        let err = read_all(&partial_path(&path)).unwrap_err();
         assert!(
             matches!(err, TraceError::Truncated { events: 30_000, .. }),
             "{err}"
@@ -974,8 +1021,12 @@ mod tests {
         w
     }
 
+    /// Events read from `path` salvaging (none while even its header is not in).
     fn salvage(path: &Path) -> (u64, Option<Damage>, TraceSummary) {
-        let mut r = TraceReader::open(path).unwrap().salvaging();
+        let Ok(r) = TraceReader::open(path) else {
+            return (0, None, TraceSummary::default());
+        };
+        let mut r = r.salvaging();
         let mut n = 0;
         let summary = r.for_each(|_| n += 1).unwrap().clone();
         (n, r.damage().cloned(), summary)
@@ -983,8 +1034,9 @@ mod tests {
 
     #[test]
     fn salvaging_reads_every_whole_block_before_the_damage() {
-        let path = tmp("salvage.ttr");
-        drop(write_blocks(&path, &events(3000), 500));
+        let out = tmp("salvage.ttr");
+        drop(write_blocks(&out, &events(3000), 500));
+        let path = TempFile(partial_path(&out));
         let whole = std::fs::read(&path).unwrap();
         let block = HEAD + 500 * record_len(events(1)[0].hdr.kind).unwrap();
         let header = whole.len() - 6 * block;
@@ -1017,9 +1069,10 @@ mod tests {
     /// killed now loses only what came after).
     #[test]
     fn flushed_events_are_in_the_file_while_the_writer_runs() {
-        let path = tmp("flushed.ttr");
+        let out = tmp("flushed.ttr");
+        let path = TempFile(partial_path(&out));
         let evs = events(1010);
-        let mut w = write_blocks(&path, &evs[..1000], 1000);
+        let mut w = write_blocks(&out, &evs[..1000], 1000);
         for ev in &evs[1000..] {
             w.write_event(ev).unwrap();
         }
@@ -1035,7 +1088,25 @@ mod tests {
         }
         assert_eq!(salvage(&path).0, 1010);
         w.finish(&TraceSummary::default()).unwrap();
-        assert_eq!(read_all(&path).unwrap().1.len(), 1010);
+        assert!(!path.exists(), "renamed into place");
+        assert_eq!(read_all(&out).unwrap().1.len(), 1010);
+    }
+
+    /// A planted link where the partial file goes is replaced, not followed;
+    /// an existing recording stays until the new one is finished.
+    #[test]
+    fn outputs_follow_no_planted_link_and_replace_only_when_finished() {
+        let path = tmp("planted.ttr");
+        let victim = tmp("victim");
+        std::fs::write(&victim, b"keep me").unwrap();
+        std::fs::write(&path, b"the old recording").unwrap();
+        let partial = TempFile(partial_path(&path));
+        std::os::unix::fs::symlink(&*victim, &*partial).unwrap();
+        let w = TraceWriter::create(&path, &TraceMeta::for_this_host()).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"the old recording");
+        w.finish(&TraceSummary::default()).unwrap();
+        assert_eq!(std::fs::read(&*victim).unwrap(), b"keep me");
+        assert!(read_all(&path).is_ok());
     }
 
     #[test]

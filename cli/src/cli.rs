@@ -62,10 +62,10 @@ pub struct FilterArgs {
     pub flow: FlowFilterArgs,
     /// Keep 1 in N blocks of 16 KiB of each flow's sequence space, with every event that handles
     /// their bytes (so every stage of a kept packet is seen); lifecycle events are all kept, NAPI polls 1 in N per CPU.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub sample: u32,
     /// Ring buffer size in MiB (a power of two).
-    #[arg(long, value_name = "MIB", default_value_t = 16)]
+    #[arg(long, value_name = "MIB", default_value_t = 16, value_parser = value::ring_mib)]
     pub ring_mib: u32,
 }
 
@@ -79,7 +79,7 @@ pub struct FlowFilterArgs {
     #[arg(long, value_name = "IP")]
     pub addr: Option<IpAddr>,
     /// Only this network namespace (a name from `ip netns list`); default: all.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = value::netns)]
     pub netns: Option<String>,
 }
 
@@ -90,14 +90,14 @@ pub struct RecordArgs {
     pub output: PathBuf,
     #[command(flatten)]
     pub filters: FilterArgs,
-    /// Stop after this many seconds (default: until the command exits or Ctrl-C).
-    #[arg(long, value_name = "S")]
-    pub duration: Option<f64>,
+    /// Stop after this long: seconds, or with a unit (500ms, 2m, 1h) (default: until the command exits or Ctrl-C).
+    #[arg(long, value_name = "TIME", value_parser = value::duration)]
+    pub duration: Option<std::time::Duration>,
     /// Also sample kernel and user stacks on every CPU (perf_event, cpu-clock).
     #[arg(long)]
     pub cpu_profile: bool,
     /// Sampling frequency for --cpu-profile.
-    #[arg(long, value_name = "HZ", default_value_t = 99)]
+    #[arg(long, value_name = "HZ", default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub cpu_hz: u64,
     /// Also count each hooked tracepoint's hits (perf) against its program's runs (bpf_stats,
     /// held on by a BPF_ENABLE_STATS descriptor while recording; no sysctl is written), to
@@ -117,12 +117,12 @@ pub struct RecordArgs {
 pub struct StagesArgs {
     #[command(flatten)]
     pub filters: FlowFilterArgs,
-    /// Also print each interval's table every this many seconds (default: only the totals at the end).
-    #[arg(long, value_name = "SECS")]
-    pub interval: Option<f64>,
-    /// Stop after this many seconds (default: until the command exits or Ctrl-C).
-    #[arg(long, value_name = "SECS")]
-    pub duration: Option<f64>,
+    /// Also print each interval's table this often: seconds, or with a unit (default: only the totals at the end).
+    #[arg(long, value_name = "TIME", value_parser = value::duration)]
+    pub interval: Option<std::time::Duration>,
+    /// Stop after this long: seconds, or with a unit (500ms, 2m, 1h) (default: until the command exits or Ctrl-C).
+    #[arg(long, value_name = "TIME", value_parser = value::duration)]
+    pub duration: Option<std::time::Duration>,
     /// Also write the totals and the intervals as JSON to FILE (`-`: stdout; the tables and the command's output then go to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -193,7 +193,7 @@ pub struct AlertArgs {
     #[arg(long, value_name = "MS", default_value_t = AlertArgs::default().min_duration)]
     pub min_duration: u64,
     /// Alert when the loss or the limited fraction exceeds this percentage.
-    #[arg(long, value_name = "PCT", default_value_t = AlertArgs::default().threshold)]
+    #[arg(long, value_name = "PCT", default_value_t = AlertArgs::default().threshold, value_parser = value::percent)]
     pub threshold: f64,
 }
 
@@ -223,9 +223,9 @@ pub struct WatchArgs {
     /// Exit (status 3) at the first alert.
     #[arg(long)]
     pub exit_on_alert: bool,
-    /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long, value_name = "S")]
-    pub duration: Option<f64>,
+    /// Stop after this long: seconds, or with a unit (500ms, 2m, 1h) (default: until Ctrl-C).
+    #[arg(long, value_name = "TIME", value_parser = value::duration)]
+    pub duration: Option<std::time::Duration>,
     /// Serve Prometheus metrics (OpenMetrics text) on http://ADDR:PORT/metrics;
     /// a port alone listens on 127.0.0.1.
     #[arg(long, value_name = "ADDR:PORT", value_parser = tenge_trace::export::prometheus::parse_listen_addr)]
@@ -305,7 +305,7 @@ pub struct LabArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Keep 1 in N blocks of 16 KiB of sequence space (see `record --sample`).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub sample: u32,
     #[command(flatten)]
     pub alerts: AlertArgs,
@@ -354,4 +354,103 @@ pub struct BenchArgs {
     /// that the parent can read its peak memory).
     #[arg(long, value_name = "FILE", hide = true)]
     pub replay_only: Option<PathBuf>,
+}
+
+/// Values checked as they are parsed: a bad one is refused (exit 2) before
+/// any probe is attached or any file touched.
+pub mod value {
+    use std::time::Duration;
+
+    const YEAR_S: f64 = 365.0 * 86400.0;
+
+    /// A span of time: seconds (`1.5`), or with a unit (`500ms`, `2s`, `5m`,
+    /// `1h`); finite, above 0, at most a year.
+    pub fn duration(text: &str) -> Result<Duration, String> {
+        let t = text.trim();
+        let (number, unit_s) = [
+            ("ms", 1e-3),
+            ("us", 1e-6),
+            ("s", 1.0),
+            ("m", 60.0),
+            ("h", 3600.0),
+        ]
+        .iter()
+        .find_map(|&(unit, s)| t.strip_suffix(unit).map(|n| (n, s)))
+        .unwrap_or((t, 1.0));
+        let value: f64 = number.trim().parse().map_err(|_| {
+            format!("{text:?} is not a time: give seconds, or a number with ms, s, m or h")
+        })?;
+        let secs = value * unit_s;
+        if !secs.is_finite() || secs <= 0.0 || secs > YEAR_S {
+            return Err(format!("{text:?}: must be more than 0 and at most a year"));
+        }
+        Ok(Duration::from_secs_f64(secs))
+    }
+
+    /// A percentage: finite, 0 to 100.
+    pub fn percent(text: &str) -> Result<f64, String> {
+        let value: f64 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("{text:?} is not a number"))?;
+        if !(0.0..=100.0).contains(&value) {
+            return Err(format!("{text:?}: must be from 0 to 100"));
+        }
+        Ok(value)
+    }
+
+    /// Ring buffer MiB: a power of two from 1 to 1024.
+    pub fn ring_mib(text: &str) -> Result<u32, String> {
+        let value: u32 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("{text:?} is not a whole number"))?;
+        if !value.is_power_of_two() || value > 1024 {
+            return Err(format!("{text:?}: must be a power of two from 1 to 1024"));
+        }
+        Ok(value)
+    }
+
+    /// A network namespace that `ip netns list` shows.
+    pub fn netns(text: &str) -> Result<String, String> {
+        if text.is_empty() || text.contains('/') || text == "." || text == ".." {
+            return Err(format!(
+                "{text:?} is not a namespace name (one of `ip netns list`)"
+            ));
+        }
+        if !std::path::Path::new("/run/netns").join(text).exists() {
+            return Err(format!(
+                "no network namespace {text:?} (`ip netns list` shows the names)"
+            ));
+        }
+        Ok(text.to_string())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn times_take_units_and_refuse_what_is_not_one() {
+            assert_eq!(duration("1.5"), Ok(Duration::from_millis(1500)));
+            assert_eq!(duration("1s"), Ok(Duration::from_secs(1)));
+            assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
+            assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+            assert_eq!(duration("1h"), Ok(Duration::from_secs(3600)));
+            for bad in ["nan", "inf", "1e20", "-1", "0", "", "1 fortnight", "-inf"] {
+                assert!(duration(bad).is_err(), "{bad}");
+            }
+        }
+
+        #[test]
+        fn numbers_out_of_range_are_refused() {
+            assert!(percent("nan").is_err() && percent("101").is_err() && percent("-1").is_err());
+            assert_eq!(percent("12.5"), Ok(12.5));
+            assert!(ring_mib("4096").is_err() && ring_mib("3").is_err() && ring_mib("0").is_err());
+            assert_eq!(ring_mib("64"), Ok(64));
+            for bad in ["", "../../etc/passwd", "..", "a/b", "tt-no-such-namespace"] {
+                assert!(netns(bad).is_err(), "{bad}");
+            }
+        }
+    }
 }

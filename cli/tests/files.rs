@@ -90,8 +90,10 @@ fn dump_filters_by_kind_and_flow_and_warns_about_losses() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown event kind"));
 }
 
+/// A damaged file is read up to its damage with a warning (exit 0), or
+/// refused with `--strict` (exit 2); a missing one is an error.
 #[test]
-fn truncated_corrupt_and_missing_files_fail_clearly() {
+fn truncated_corrupt_and_missing_files_are_salvaged_or_refused_clearly() {
     let dir = TempDir::new("files-broken");
     let path = dir.join("whole.ttr");
     write_trace(&path, 0);
@@ -100,6 +102,12 @@ fn truncated_corrupt_and_missing_files_fail_clearly() {
     let cut = dir.join("cut.ttr");
     std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
     let out = run(bin().arg("dump").arg(&cut));
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is damaged from byte"), "{err}");
+    // The trailer is what was cut: every event is there.
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 20);
+    let out = run(bin().args(["dump", "--strict"]).arg(&cut));
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("truncated"), "{err}");
@@ -110,13 +118,82 @@ fn truncated_corrupt_and_missing_files_fail_clearly() {
     let at = bytes.len() / 2;
     flipped[at] ^= 0x55;
     std::fs::write(&bad, &flipped).unwrap();
-    let out = run(bin().arg("dump").arg(&bad));
+    let out = run(bin().args(["report", "--strict"]).arg(&bad));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("corrupt"));
+    let out = run(bin().args(["report", "--json"]).arg(&bad));
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["damage"]["what"]
+        .as_str()
+        .unwrap()
+        .contains("checksum"));
 
     let out = run(bin().arg("dump").arg(dir.join("does-not-exist.ttr")));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("No such file"));
+}
+
+/// Bad numbers, times and names are refused as they are parsed: exit 2, a
+/// clear error, and the `-o` file untouched.
+#[test]
+fn bad_arguments_are_refused_before_anything_is_touched() {
+    let dir = TempDir::new("files-args");
+    let out_file = dir.join("keep.ttr");
+    std::fs::write(&out_file, b"an earlier recording").unwrap();
+    let o = out_file.to_str().unwrap();
+    let cases: &[&[&str]] = &[
+        &["record", "-o", o, "--duration", "nan"],
+        &["record", "-o", o, "--duration", "inf"],
+        &["record", "-o", o, "--duration", "1e20"],
+        &["record", "-o", o, "--duration=-1"],
+        &["record", "-o", o, "--ring-mib", "4096"],
+        &["record", "-o", o, "--sample", "0"],
+        &["record", "-o", o, "--netns", ""],
+        &["record", "-o", o, "--netns", "../../etc/passwd"],
+        &["record", "-o", o, "--cpu-hz", "0"],
+        &["stages", "--interval", "inf"],
+        &["watch", "--threshold", "nan"],
+        &["report", "--threshold", "200", o],
+    ];
+    for args in cases {
+        let out = run(bin().args(*args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("invalid value"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(
+            std::fs::read(&out_file).unwrap(),
+            b"an earlier recording",
+            "{args:?}"
+        );
+    }
+    assert!(run(bin().args(["record", "--duration", "1s", "--help"]))
+        .status
+        .success());
+}
+
+/// `report --json | head -1`: the reader goes away; the program ends quietly.
+#[test]
+fn a_reader_that_goes_away_ends_the_program_quietly() {
+    let dir = TempDir::new("files-pipe");
+    let path = dir.join("rec.ttr");
+    write_trace(&path, 0);
+    for args in [&["report", "--json"][..], &["dump", "--json"], &["report"]] {
+        let mut child = bin()
+            .args(args)
+            .arg(&path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before a byte is read: the first write fails.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {err}");
+    }
 }
 
 #[test]

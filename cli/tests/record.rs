@@ -365,3 +365,64 @@ fn sigterm_to_the_tool_alone_ends_record_and_its_command() {
     let summary = reader.for_each(|_| {}).expect("readable to its end");
     assert_eq!(summary.end_reason, "interrupted");
 }
+
+fn bpf_stats_enabled() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// bpf_stats is held on by each session's own descriptor: two overlapping
+/// `--count-hits` sessions (and a third killed outright) report no hook hit
+/// that ran no program, and leave the host's switch as it was.
+#[test]
+fn overlapping_hit_counts_leave_the_host_as_it_was() {
+    if !common::require_root("overlapping_hit_counts_leave_the_host_as_it_was") {
+        return;
+    }
+    let before = bpf_stats_enabled();
+    let dir = common::TempDir::new("record-hits");
+    // Loopback traffic the whole time, so the hooks are hit.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sender = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut out = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < end {
+            out.write_all(&[1; 4096]).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
+    let (mut receiver, _) = listener.accept().unwrap();
+    let drain = std::thread::spawn(move || std::io::copy(&mut receiver, &mut std::io::sink()));
+    let record = |name: &str, secs: &str| {
+        let mut cmd = bin();
+        cmd.args(["record", "-q", "--count-hits", "--duration", secs, "-o"])
+            .arg(dir.join(name))
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let long = record("long.tt", "3.5");
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let mut killed = record("killed.tt", "30");
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let short = record("short.tt", "1").wait_with_output().unwrap();
+    let long = long.wait_with_output().unwrap();
+    sender.join().unwrap();
+    drain.join().unwrap().unwrap();
+    for (name, out) in [("short.tt", short), ("long.tt", long)] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert!(stderr.contains("ran its program"), "{name}: {stderr}");
+        let mut reader = TraceReader::open(&dir.join(name)).unwrap();
+        let summary = reader.for_each(|_| {}).unwrap();
+        assert_eq!(summary.hits_not_run(), Some(0), "{name}");
+        let hits: u64 = summary.hook_hits.iter().flatten().map(|h| h.hits).sum();
+        assert!(hits > 0, "{name}: no hook was hit");
+    }
+    assert_eq!(bpf_stats_enabled(), before);
+}

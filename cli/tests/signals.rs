@@ -229,8 +229,8 @@ fn run_ok(cmd: &mut Command) -> (String, String) {
     (stdout, stderr)
 }
 
-/// A `lab -o` killed with SIGKILL cleans nothing up: its recording reads up
-/// to its last flush (with a warning; `--strict` refuses it), `check` names
+/// A `lab -o` killed with SIGKILL cleans nothing up: its recording (still
+/// FILE.partial) reads up to its last flush (with a warning; `--strict` refuses it), `check` names
 /// the namespaces it left, and the next lab removes them (and the veth pair
 /// and addresses inside).
 #[test]
@@ -254,7 +254,9 @@ fn the_next_lab_removes_what_a_killed_one_left() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    wait_for_bytes(&file, 16 * 1024);
+    // Until it is finished, a recording is FILE.partial.
+    let partial = tenge_trace::trace_file::partial_path(&file);
+    wait_for_bytes(&partial, 16 * 1024);
     // SIGKILL leaves them (any lab starting now, in a test beside this one
     // too, removes them).
     killed.0.kill().unwrap();
@@ -273,6 +275,8 @@ fn the_next_lab_removes_what_a_killed_one_left() {
             check["leftovers"]
         );
     }
+    assert!(!file.exists(), "an unfinished recording replaces nothing");
+    let file = partial;
     let (report, warning) = run_ok(bin().arg("report").arg(&file));
     assert!(warning.contains("is damaged from byte"), "{warning}");
     assert!(report.contains("WINDOWS AND LIMITS"), "{report}");
@@ -355,6 +359,7 @@ fn a_killed_record_loses_at_most_its_last_quarter_second() {
             ])
             .arg(&file),
     );
+    let file = tenge_trace::trace_file::partial_path(&file);
     wait_for_bytes(&file, 64 * 1024);
     std::thread::sleep(Duration::from_millis(500));
     let killed_at = monotonic_ns();

@@ -85,8 +85,8 @@ fn stages_refuses_an_unknown_netns_and_sampling() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("--netns tenge-no-such-netns")
-            && stderr.contains("no network namespace named \"tenge-no-such-netns\""),
+        stderr.contains("--netns <NAME>")
+            && stderr.contains("no network namespace \"tenge-no-such-netns\""),
         "{stderr}"
     );
     let out = bin()
@@ -134,4 +134,45 @@ fn stages_intervals_cover_the_whole_duration() {
         (end - json["elapsed_s"].as_f64().unwrap()).abs() < 0.1,
         "{json}"
     );
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+/// Many intervals, as a long run has: `stages` keeps none of them (the JSON
+/// is written as each closes), so its memory stays flat.
+#[test]
+fn stages_memory_stays_flat_over_many_intervals() {
+    if !common::require_root("stages_memory_stays_flat_over_many_intervals") {
+        return;
+    }
+    let dir = common::TempDir::new("stages-flat");
+    let file = dir.join("stages.json");
+    let mut child = bin()
+        .args(["stages", "--port", "1", "--interval", "50ms", "--duration", "10"])
+        .arg("--json")
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let early = rss_kib(child.id());
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    let late = rss_kib(child.id());
+    assert!(child.wait().unwrap().success());
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    common::assert_matches_schema("stages.schema.json", &json);
+    let intervals = json["intervals"].as_array().unwrap().len();
+    assert!(intervals >= 150, "{intervals} intervals");
+    eprintln!("RSS {early} KiB after 3 s, {late} KiB after 9 s, {intervals} intervals");
+    // 120 intervals in between: kept, they took about 600 B each.
+    assert!(late <= early + 32, "RSS grew from {early} to {late} KiB");
 }

@@ -1,6 +1,7 @@
 //! `tenge-trace dump FILE [--json]`: one event per line.
 
 use crate::cli::DumpArgs;
+use std::io::Write;
 use std::process::ExitCode;
 use tenge_trace::replay;
 
@@ -18,11 +19,10 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         let wanted_kind = args.kind.is_empty() || args.kind.iter().any(|k| k == ev.kind_name());
         wanted_kind && (args.flow.is_none() || cookie == args.flow)
     };
+    // A reader gone (`| head`) ends it: see `main`.
     replay::dump(&mut reader, args.json, keep, |line| {
-        let written = super::write_stdout(&mut out, line.as_bytes())
-            .and_then(|more| Ok(more && super::write_stdout(&mut out, b"\n")?));
-        match written {
-            Ok(more) => more,
+        match writeln!(out, "{line}") {
+            Ok(()) => true,
             Err(err) => {
                 failed = Some(err);
                 false
@@ -30,9 +30,9 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         }
     })?;
     if let Some(err) = failed {
-        return Err(err);
+        return Err(err.into());
     }
-    super::write_stdout(&mut out, b"")?;
+    out.flush()?;
     args.input.warn_damage(&reader);
     if let Some(lost) = reader.summary().map(|s| s.lost_total()).filter(|&n| n > 0) {
         eprintln!("tenge-trace: warning: {lost} events were lost while recording this trace");

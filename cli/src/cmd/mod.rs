@@ -39,17 +39,3 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::GenDocs { out } => gen_docs::run(&out),
     }
 }
-
-/// Writes to stdout (and flushes on an empty write). Returns false when the
-/// reader has gone (`| head`): a normal end, not an error.
-pub fn write_stdout(out: &mut impl std::io::Write, bytes: &[u8]) -> anyhow::Result<bool> {
-    let res = if bytes.is_empty() {
-        out.flush()
-    } else {
-        out.write_all(bytes)
-    };
-    match res {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
-        other => other.map(|_| true).map_err(Into::into),
-    }
-}

@@ -3,7 +3,7 @@
 use super::session;
 use crate::cli::RecordArgs;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tenge_trace::collector::{CollectStats, Collector, Recording, Sink};
 use tenge_trace::probe::{HitCounter, HookHits};
 use tenge_trace::trace_file::{clock_ns, TraceMeta, TraceSummary, TraceWriter};
@@ -23,17 +23,30 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     meta.sample_every = args.filters.sample;
     meta.command = args.command.clone();
     let mut recording = Recording::new(TraceWriter::create(&args.output, &meta)?);
-
-    let child = session::spawn_command(&args.command, stop, false)?;
-    let deadline = args
-        .duration
-        .map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let partial = recording.partial().map(|p| p.to_path_buf());
+    let child = match session::spawn_command(&args.command, stop, false) {
+        Ok(child) => child,
+        Err(err) => {
+            // A command that cannot start leaves no file behind.
+            drop(recording);
+            if let Some(partial) = &partial {
+                let _ = std::fs::remove_file(partial);
+            }
+            return Err(err);
+        }
+    };
+    let deadline = args.duration.map(|d| Instant::now() + d);
 
     let mut sink = RecordSink {
         recording: &mut recording,
         progress: session::Progress::new(args.quiet),
     };
-    let stats = Collector::new().run(&mut tracer, stop, deadline, &mut sink)?;
+    let stats = Collector::new()
+        .run(&mut tracer, stop, deadline, &mut sink)
+        .map_err(|err| match &partial {
+            Some(partial) => err.context(format!("what was recorded is in {}", partial.display())),
+            None => err,
+        })?;
     sink.progress.done();
 
     let child_status = child.map(|child| child.finish(&flags));

@@ -116,10 +116,6 @@ pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
 }
 
 pub fn start(args: &FilterArgs, cpu_profile_hz: Option<u64>) -> anyhow::Result<Tracer> {
-    anyhow::ensure!(
-        args.ring_mib.is_power_of_two(),
-        "--ring-mib must be a power of two"
-    );
     let options = TracerOptions {
         filters: filters(args)?,
         ring_bytes: args.ring_mib << 20,

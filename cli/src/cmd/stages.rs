@@ -17,17 +17,83 @@ use tenge_trace::probe::{Filters, ProbePlan, StageTracer};
 /// How often the loop looks at the stop flag and the clock.
 const TICK: Duration = Duration::from_millis(50);
 
-/// What `--json` writes: one object, at the end.
-#[derive(Serialize)]
-struct StagesOutput<'a> {
-    filters: &'a Filters,
-    plan: &'a ProbePlan,
-    elapsed_s: f64,
-    end_reason: &'a str,
-    /// Everything since the programs were attached.
-    totals: StagesSummary,
-    /// Each `--interval`, in order (empty without one).
-    intervals: Vec<IntervalSummary>,
+/// Where `--json` goes.
+enum JsonTarget {
+    File(OutputFile),
+    Stdout(std::io::Stdout),
+}
+
+impl Write for JsonTarget {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            JsonTarget::File(f) => f.write(buf),
+            JsonTarget::Stdout(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            JsonTarget::File(f) => f.flush(),
+            JsonTarget::Stdout(s) => s.flush(),
+        }
+    }
+}
+
+/// `--json`: one object (schema/stages.schema.json) with `filters`, `plan`,
+/// `intervals` (each `--interval`, in order, written as it closes: memory
+/// stays flat however long `stages` runs), then `elapsed_s`, `end_reason`
+/// and `totals` (everything since the programs were attached).
+struct StreamedJson {
+    target: JsonTarget,
+    intervals: usize,
+}
+
+impl StreamedJson {
+    fn start(path: &std::path::Path, filters: &Filters, plan: &ProbePlan) -> anyhow::Result<Self> {
+        let target = match path == std::path::Path::new("-") {
+            true => JsonTarget::Stdout(std::io::stdout()),
+            false => JsonTarget::File(OutputFile::create(path, &[])?),
+        };
+        let mut json = StreamedJson {
+            target,
+            intervals: 0,
+        };
+        let head = format!(
+            "{{\"filters\":{},\"plan\":{},\"intervals\":[",
+            serde_json::to_string(filters)?,
+            serde_json::to_string(plan)?
+        );
+        json.target.write_all(head.as_bytes())?;
+        Ok(json)
+    }
+
+    fn interval(&mut self, interval: &IntervalSummary) -> anyhow::Result<()> {
+        if self.intervals > 0 {
+            self.target.write_all(b",\n")?;
+        }
+        serde_json::to_writer(&mut self.target, interval)?;
+        self.intervals += 1;
+        Ok(())
+    }
+
+    fn finish(
+        mut self,
+        elapsed_s: f64,
+        end_reason: &str,
+        totals: &StagesSummary,
+    ) -> anyhow::Result<()> {
+        let tail = format!(
+            "],\"elapsed_s\":{},\"end_reason\":{},\"totals\":{}}}\n",
+            serde_json::to_string(&elapsed_s)?,
+            serde_json::to_string(end_reason)?,
+            serde_json::to_string(totals)?
+        );
+        self.target.write_all(tail.as_bytes())?;
+        match self.target {
+            JsonTarget::File(file) => file.commit(),
+            JsonTarget::Stdout(mut stdout) => Ok(stdout.flush()?),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -38,17 +104,16 @@ struct IntervalSummary {
     summary: StagesSummary,
 }
 
-/// The `--interval` tables so far, and where the next one starts.
+/// Where the next `--interval` starts.
 struct Intervals {
     started: Instant,
     last: StageTotals,
     last_at: Instant,
-    list: Vec<IntervalSummary>,
 }
 
 impl Intervals {
-    /// Ends the current interval at the maps' totals `now`; its table.
-    fn close(&mut self, now: StageTotals) -> String {
+    /// Ends the current interval at the maps' totals `now`: its table and its JSON.
+    fn close(&mut self, now: StageTotals) -> (String, IntervalSummary) {
         let summary = now.since(&self.last).summary();
         let at = Instant::now();
         let (start_s, end_s) = (
@@ -56,20 +121,17 @@ impl Intervals {
             (at - self.started).as_secs_f64(),
         );
         let table = format!("{start_s:.1}-{end_s:.1} s\n{}\n", summary.render_table());
-        self.list.push(IntervalSummary {
+        (self.last, self.last_at) = (now, at);
+        let interval = IntervalSummary {
             start_s,
             end_s,
             summary,
-        });
-        (self.last, self.last_at) = (now, at);
-        table
+        };
+        (table, interval)
     }
 }
 
 pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
-    if let Some(secs) = args.interval {
-        anyhow::ensure!(secs > 0.0, "--interval must be more than 0 seconds");
-    }
     let json_to_stdout = args.json.as_deref() == Some(std::path::Path::new("-"));
     // Tables go where the JSON does not.
     let print = |text: &str| {
@@ -85,26 +147,37 @@ pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
     session::report_missing(tracer.plan());
     let started = Instant::now();
     let child = session::spawn_command(&args.command, &flags.stop, json_to_stdout)?;
-    let deadline = args.duration.map(|s| started + Duration::from_secs_f64(s));
-    let interval = args.interval.map(Duration::from_secs_f64);
+    let deadline = args.duration.map(|d| started + d);
+    let interval = args.interval;
 
+    let mut json = args
+        .json
+        .as_deref()
+        .map(|path| StreamedJson::start(path, &filters, tracer.plan()))
+        .transpose()?;
     let mut intervals = Intervals {
         started,
         last: StageTotals::default(),
         last_at: started,
-        list: Vec::new(),
+    };
+    let close = |intervals: &mut Intervals, json: &mut Option<StreamedJson>| {
+        let (table, interval) = intervals.close(tracer.read()?);
+        print(&table);
+        json.as_mut()
+            .map(|json| json.interval(&interval))
+            .transpose()?;
+        anyhow::Ok(())
     };
     while !flags.stop.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
         std::thread::sleep(TICK);
         if interval.is_some_and(|every| intervals.last_at.elapsed() >= every) {
-            print(&intervals.close(tracer.read()?));
+            close(&mut intervals, &mut json)?;
         }
     }
     // The interval the end cut short (the duration need not be a multiple).
     if interval.is_some() && intervals.last_at.elapsed() >= TICK {
-        print(&intervals.close(tracer.read()?));
+        close(&mut intervals, &mut json)?;
     }
-    let intervals = intervals.list;
     let totals = tracer.read()?.summary();
     let elapsed_s = started.elapsed().as_secs_f64();
     let child_status = child.map(|child| child.finish(&flags));
@@ -113,27 +186,9 @@ pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
         "total, {elapsed_s:.1} s ({end_reason})\n{}",
         totals.render_table()
     ));
-    if let Some(path) = &args.json {
-        let output = StagesOutput {
-            filters: &filters,
-            plan: tracer.plan(),
-            elapsed_s,
-            end_reason,
-            totals,
-            intervals,
-        };
-        let mut text = serde_json::to_string_pretty(&output)?;
-        text.push('\n');
-        if json_to_stdout {
-            let mut stdout = std::io::stdout().lock();
-            super::write_stdout(&mut stdout, text.as_bytes())?;
-            super::write_stdout(&mut stdout, &[])?;
-        } else {
-            let mut out = OutputFile::create(path, &[])?;
-            out.write_all(text.as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?;
-            out.commit()?;
-        }
+    if let (Some(json), Some(path)) = (json, &args.json) {
+        json.finish(elapsed_s, end_reason, &totals)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     drop(tracer);
     session::exit_code(&flags, child_status)

@@ -12,7 +12,7 @@ use anyhow::Context;
 use std::cell::RefCell;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tenge_trace::analysis::{Analysis, Provenance};
 use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::Event;
@@ -44,9 +44,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         .transpose()?;
     let mut printer = AlertPrinter::new(args.json);
     let mut progress = session::Progress::new(args.json);
-    let deadline = args
-        .duration
-        .map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let deadline = args.duration.map(|d| Instant::now() + d);
     if !args.json {
         eprintln!("tenge-trace: watching; Ctrl-C for the summary");
     }

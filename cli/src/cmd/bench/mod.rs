@@ -174,10 +174,21 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 struct Scratch(PathBuf);
 
 impl Scratch {
+    /// A new directory under `$TMPDIR` with a name nobody could guess, mode
+    /// 0700, never one that was there before (mkdtemp(3)): nothing a local
+    /// user planted in the temporary directory is written through.
     fn create() -> Result<Scratch> {
-        let dir = std::env::temp_dir().join(format!("tenge-bench-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(Scratch(dir))
+        use std::os::unix::ffi::OsStringExt;
+        let template = std::env::temp_dir().join("tenge-bench-XXXXXX");
+        let mut bytes = template.into_os_string().into_vec();
+        bytes.push(0);
+        // SAFETY: a NUL-terminated template that mkdtemp fills in place.
+        let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+        if made.is_null() {
+            return Err(std::io::Error::last_os_error()).context("mkdtemp under $TMPDIR");
+        }
+        bytes.pop();
+        Ok(Scratch(PathBuf::from(std::ffi::OsString::from_vec(bytes))))
     }
 }
 
@@ -220,4 +231,23 @@ fn command_output(program: &str, args: &[&str]) -> String {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scratch;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn scratch_directories_are_new_private_and_unguessable() {
+        let (a, b) = (Scratch::create().unwrap(), Scratch::create().unwrap());
+        assert_ne!(a.0, b.0);
+        let mode = std::fs::metadata(&a.0).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let name = a.0.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.contains(&std::process::id().to_string()), "{name}");
+        let path = a.0.clone();
+        drop(a);
+        assert!(!path.exists());
+    }
 }
