@@ -87,6 +87,72 @@ pub struct TraceMeta {
     pub command: Vec<String>,
     /// Size of a record of each kind, by kind name: the file describes its own layout.
     pub record_sizes: BTreeMap<String, usize>,
+    /// What the kernel addresses in the records (`skb`, `napi`, the drop
+    /// `location`) are; files from before this field kept them.
+    #[serde(default = "KernelPointers::kept")]
+    pub kernel_pointers: KernelPointers,
+}
+
+/// Kernel addresses as a recording stores them.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelPointers {
+    /// Each replaced by an opaque 48-bit identifier, keyed by a secret of
+    /// the recording (the same address, the same identifier): the analyses
+    /// match packets across hooks by them, and nobody learns an address
+    /// (heap and text addresses defeat KASLR).
+    #[default]
+    Hashed,
+    /// As the kernel gave them (`record --keep-kernel-pointers`).
+    Kept,
+}
+
+impl KernelPointers {
+    fn kept() -> KernelPointers {
+        KernelPointers::Kept
+    }
+}
+
+/// Replaces the kernel addresses of records by keyed identifiers.
+struct PointerHasher(std::collections::hash_map::RandomState);
+
+impl PointerHasher {
+    const SKB: usize = std::mem::offset_of!(crate::abi::tt_hdr, skb);
+    const KIND: usize = std::mem::offset_of!(crate::abi::tt_hdr, kind);
+    const BODY: usize = std::mem::size_of::<crate::abi::tt_hdr>();
+
+    /// The identifier of `address`: never 0 (no address stays none), never
+    /// in the kernel's upper half (no identifier looks like an address).
+    fn id(&self, address: u64) -> u64 {
+        use std::hash::BuildHasher;
+        match address {
+            0 => 0,
+            a => (self.0.hash_one(a) >> 16).max(1),
+        }
+    }
+
+    fn hide_at(&self, record: &mut [u8], at: usize) {
+        if let Some(field) = record.get_mut(at..at + 8) {
+            let address = u64::from_ne_bytes(field.try_into().expect("8 bytes"));
+            field.copy_from_slice(&self.id(address).to_ne_bytes());
+        }
+    }
+
+    #[inline]
+    fn hide(&self, record: &mut [u8]) {
+        use crate::abi::tt_kind;
+        self.hide_at(record, Self::SKB);
+        let at = match record.get(Self::KIND).map(|&k| u32::from(k)) {
+            Some(k) if k == tt_kind::TT_KIND_NAPI_POLL as u32 => {
+                std::mem::offset_of!(crate::abi::tt_napi_poll, napi)
+            }
+            Some(k) if k == tt_kind::TT_KIND_KFREE_SKB as u32 => {
+                std::mem::offset_of!(crate::abi::tt_kfree_skb, location)
+            }
+            _ => return,
+        };
+        self.hide_at(record, Self::BODY + at);
+    }
 }
 
 impl TraceMeta {
@@ -110,6 +176,7 @@ impl TraceMeta {
             sample_every: 1,
             sample_block_bytes: crate::event::SAMPLE_BLOCK,
             record_sizes,
+            kernel_pointers: KernelPointers::Hashed,
             ..Default::default()
         }
     }
@@ -227,6 +294,8 @@ pub struct TraceWriter {
     events: u64,
     /// `write_event` encodes here.
     encoded: Vec<u8>,
+    /// Set unless the header says the addresses are kept.
+    pointers: Option<PointerHasher>,
 }
 
 /// The name a recording has until it is finished: `rec.tt.partial`.
@@ -283,6 +352,8 @@ impl TraceWriter {
             block_count: 0,
             events: 0,
             encoded: Vec::new(),
+            pointers: (meta.kernel_pointers == KernelPointers::Hashed)
+                .then(|| PointerHasher(Default::default())),
         };
         let json = serde_json::to_vec(meta).expect("meta serializes");
         let mut head = MAGIC.to_vec();
@@ -311,7 +382,11 @@ impl TraceWriter {
         if self.block_count == 0 || record.len() > self.out.room() {
             self.open_block(record.len())?;
         }
+        let start = self.out.len();
         self.out.push(record);
+        if let Some(pointers) = &self.pointers {
+            pointers.hide(self.out.staged_mut(start));
+        }
         self.block_count += 1;
         self.events += 1;
         if self.out.len() - self.block_start - HEAD >= BLOCK_BYTES {
@@ -1107,6 +1182,47 @@ mod tests {
         w.finish(&TraceSummary::default()).unwrap();
         assert_eq!(std::fs::read(&*victim).unwrap(), b"keep me");
         assert!(read_all(&path).is_ok());
+    }
+
+    /// Addresses become identifiers: the same address the same one, none
+    /// none, and none of them an address; with `Kept`, as they were.
+    #[test]
+    fn kernel_addresses_are_hidden_unless_kept() {
+        let path = tmp("pointers.ttr");
+        let skbs = [
+            0xffff_8881_0497_96e0u64,
+            0,
+            0xffff_8881_0444_0500,
+            0xffff_8881_0497_96e0,
+        ];
+        let mut evs = events(skbs.len());
+        for (ev, skb) in evs.iter_mut().zip(skbs) {
+            ev.hdr.skb = skb;
+        }
+        for kept in [false, true] {
+            let mut meta = TraceMeta::for_this_host();
+            if kept {
+                meta.kernel_pointers = KernelPointers::Kept;
+            }
+            let mut w = TraceWriter::create(&path, &meta).unwrap();
+            for ev in &evs {
+                w.write_event(ev).unwrap();
+            }
+            w.finish(&TraceSummary::default()).unwrap();
+            let (meta, back, _) = read_all(&path).unwrap();
+            let ids: Vec<u64> = back.iter().map(|ev| ev.hdr.skb).collect();
+            if kept {
+                assert_eq!(meta.kernel_pointers, KernelPointers::Kept);
+                assert_eq!(ids, skbs);
+                continue;
+            }
+            assert_eq!(meta.kernel_pointers, KernelPointers::Hashed);
+            assert_eq!(
+                (ids[0] == ids[3], ids[1], ids[0] != ids[2]),
+                (true, 0, true)
+            );
+            assert!(ids.iter().all(|&id| id < 1 << 48), "{ids:x?}");
+        }
     }
 
     #[test]

@@ -105,6 +105,12 @@ pub struct RecordArgs {
     /// hit more.
     #[arg(long)]
     pub count_hits: bool,
+    /// Store the kernel's addresses (skb, napi, drop location) as they are.
+    /// By default each is replaced by an opaque identifier keyed by a secret
+    /// of the recording: the analyses need only identity, and addresses in a
+    /// file handed around would defeat KASLR.
+    #[arg(long)]
+    pub keep_kernel_pointers: bool,
     /// No progress line.
     #[arg(short, long)]
     pub quiet: bool,

@@ -9,7 +9,7 @@ use tenge_trace::event::Body;
 use tenge_trace::flow::FlowTable;
 use tenge_trace::lab::iperf::Iperf3Server;
 use tenge_trace::lab::{Lab, LabConfig};
-use tenge_trace::trace_file::TraceReader;
+use tenge_trace::trace_file::{KernelPointers, TraceReader};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
@@ -57,9 +57,13 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
     let mut flows = FlowTable::new();
     let mut seen: HashMap<u64, Seen> = HashMap::new();
     let mut start_xmits = 0;
+    // By default no kernel address is stored: identifiers stand for them.
+    assert_eq!(reader.meta().kernel_pointers, KernelPointers::Hashed);
+    let mut addresses = 0;
     let summary = reader
         .for_each(|ev| {
             start_xmits += u64::from(matches!(ev.body, Body::DevStartXmit(_)));
+            addresses += u64::from(ev.hdr.skb >= 1 << 48);
             let Some(cookie) = flows.observe(ev) else {
                 return;
             };
@@ -89,6 +93,7 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
         .unwrap();
     let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
     assert_eq!(summary.lost_total(), 0);
+    assert_eq!(addresses, 0, "kernel addresses in a default recording");
     // Every packet the file has passed the driver hook, which perf counted
     // (with the other traffic of the machine, which the filter drops).
     let hits = summary.hook_hits.as_ref().expect("hits were counted");
@@ -411,9 +416,29 @@ fn overlapping_hit_counts_leave_the_host_as_it_was() {
     killed.kill().unwrap();
     killed.wait().unwrap();
     let short = record("short.tt", "1").wait_with_output().unwrap();
+    let kept = bin()
+        .args([
+            "record",
+            "-q",
+            "--keep-kernel-pointers",
+            "--duration",
+            "0.5",
+            "-o",
+        ])
+        .arg(dir.join("kept.tt"))
+        .output()
+        .unwrap();
+    assert!(kept.status.success());
     let long = long.wait_with_output().unwrap();
     sender.join().unwrap();
     drain.join().unwrap().unwrap();
+    let mut reader = TraceReader::open(&dir.join("kept.tt")).unwrap();
+    assert_eq!(reader.meta().kernel_pointers, KernelPointers::Kept);
+    let mut addresses = 0;
+    reader
+        .for_each(|ev| addresses += u64::from(ev.hdr.skb >= 0xffff << 48))
+        .unwrap();
+    assert!(addresses > 0, "--keep-kernel-pointers kept none");
     for (name, out) in [("short.tt", short), ("long.tt", long)] {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{name}: {stderr}");

@@ -155,7 +155,15 @@ fn stages_memory_stays_flat_over_many_intervals() {
     let dir = common::TempDir::new("stages-flat");
     let file = dir.join("stages.json");
     let mut child = bin()
-        .args(["stages", "--port", "1", "--interval", "50ms", "--duration", "10"])
+        .args([
+            "stages",
+            "--port",
+            "1",
+            "--interval",
+            "50ms",
+            "--duration",
+            "10",
+        ])
         .arg("--json")
         .arg(&file)
         .stdout(std::process::Stdio::null())

@@ -584,7 +584,9 @@ pub fn render(snapshot: &Snapshot) -> String {
     out
 }
 
-/// The `/metrics` endpoint: a thread answering one request at a time.
+/// The `/metrics` endpoint: a thread accepting, a thread per client (at
+/// most [`MAX_CLIENTS`] at once), each client given [`CLIENT_TIMEOUT`] for
+/// its whole request: a slow or silent client delays nobody else.
 pub struct MetricsServer {
     addr: SocketAddr,
     snapshot: Arc<Mutex<Snapshot>>,
@@ -594,8 +596,11 @@ pub struct MetricsServer {
 
 /// How often the idle server checks whether it should stop.
 const ACCEPT_POLL: Duration = Duration::from_millis(50);
-/// A client that sends nothing for this long is dropped.
+/// A client whose request is not in after this long is dropped (a byte now
+/// and then does not keep it).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Clients served at once; more are answered 503 at once.
+pub const MAX_CLIENTS: usize = 16;
 
 impl MetricsServer {
     /// Listens on `addr` (port 0: any free port) and serves an empty snapshot until the first publish.
@@ -605,7 +610,7 @@ impl MetricsServer {
         let addr = listener.local_addr()?;
         let snapshot = Arc::new(Mutex::new(Snapshot::default()));
         let stop = Arc::new(AtomicBool::new(false));
-        let registry = registry(Arc::clone(&snapshot));
+        let registry = Arc::new(registry(Arc::clone(&snapshot)));
         let thread = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
@@ -639,26 +644,57 @@ impl Drop for MetricsServer {
     }
 }
 
-fn serve(listener: &TcpListener, registry: &Registry, stop: &AtomicBool) {
+fn serve(listener: &TcpListener, registry: &Arc<Registry>, stop: &AtomicBool) {
+    let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
-        match listener.accept() {
-            // A client that misbehaves is its own problem; the server goes on.
-            Ok((stream, _)) => {
-                let _ = respond(stream, registry);
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                std::thread::sleep(ACCEPT_POLL);
+                continue;
             }
-            Err(_) => std::thread::sleep(ACCEPT_POLL),
+        };
+        // A client that misbehaves is its own problem; the server goes on.
+        if clients.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+            clients.fetch_sub(1, Ordering::SeqCst);
+            let _ = busy(stream);
+            continue;
+        }
+        let (registry, served) = (Arc::clone(registry), Arc::clone(&clients));
+        let spawned = std::thread::Builder::new()
+            .name("tt-metrics-client".into())
+            .spawn(move || {
+                let _ = respond(stream, &registry);
+                served.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            clients.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
 
-/// Reads one request head and answers it; `GET /metrics` gets the registry.
+fn busy(mut stream: TcpStream) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_write_timeout(Some(ACCEPT_POLL))?;
+    stream.write_all(
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+}
+
+/// Reads one request head (all of it within [`CLIENT_TIMEOUT`]) and answers
+/// it; `GET /metrics` gets the registry.
 fn respond(mut stream: TcpStream, registry: &Registry) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut buf)?;
         if n == 0 {
             break;
@@ -796,6 +832,43 @@ mod tests {
         assert!(metrics.contains(CONTENT_TYPE));
         assert!(metrics.contains("\ntenge_trace_events_total 42\n"));
         assert!(get("/nothing").starts_with("HTTP/1.1 404"));
+    }
+
+    /// A client sending a byte now and then holds up no scrape beside it,
+    /// and is dropped once its time is up.
+    #[test]
+    fn a_slow_client_stalls_no_scrape() {
+        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut slow = TcpStream::connect(server.local_addr()).unwrap();
+        let trickle = std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            for byte in b"GET /metrics HTTP/1.1\r\n".iter().cycle() {
+                if slow.write_all(&[*byte]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(400));
+            }
+            started.elapsed()
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        for _ in 0..3 {
+            let started = std::time::Instant::now();
+            let mut stream = TcpStream::connect(server.local_addr()).unwrap();
+            write!(stream, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+            assert!(
+                started.elapsed() < Duration::from_millis(500),
+                "{:?}",
+                started.elapsed()
+            );
+        }
+        let dropped_after = trickle.join().unwrap();
+        assert!(
+            dropped_after < CLIENT_TIMEOUT + Duration::from_secs(2),
+            "{dropped_after:?}"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 use tenge_trace::collector::{CollectStats, Collector, Recording, Sink};
 use tenge_trace::probe::{HitCounter, HookHits};
-use tenge_trace::trace_file::{clock_ns, TraceMeta, TraceSummary, TraceWriter};
+use tenge_trace::trace_file::{clock_ns, KernelPointers, TraceMeta, TraceSummary, TraceWriter};
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
@@ -22,6 +22,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     meta.filters = serde_json::to_value(session::filters(&args.filters)?)?;
     meta.sample_every = args.filters.sample;
     meta.command = args.command.clone();
+    if args.keep_kernel_pointers {
+        meta.kernel_pointers = KernelPointers::Kept;
+    }
     let mut recording = Recording::new(TraceWriter::create(&args.output, &meta)?);
     let partial = recording.partial().map(|p| p.to_path_buf());
     let child = match session::spawn_command(&args.command, stop, false) {

@@ -39,6 +39,13 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
                 "tenge-trace: Prometheus metrics on http://{}/metrics",
                 server.local_addr()
             );
+            if !addr.ip().is_loopback() {
+                eprintln!(
+                    "tenge-trace: warning: /metrics has no authentication or TLS: anyone who \
+                     reaches {addr} sees the flows of every namespace (bind to loopback and \
+                     front it with a proxy that has both)"
+                );
+            }
             anyhow::Ok((server, tracer.plan().clone()))
         })
         .transpose()?;
