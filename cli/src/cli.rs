@@ -85,7 +85,9 @@ pub struct FlowFilterArgs {
 
 #[derive(Args, Debug)]
 pub struct RecordArgs {
-    /// Trace file to write.
+    /// Trace file to write (`-`: standard output). Written as FILE.partial
+    /// (mode 0600) and renamed when finished; a recorder killed outright
+    /// leaves FILE.partial, which `report` reads up to its last flush.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: PathBuf,
     #[command(flatten)]
