@@ -500,10 +500,18 @@ pub struct TraceReader {
 
 impl TraceReader {
     pub fn open(path: &Path) -> Result<TraceReader, TraceError> {
-        let file = File::open(path).map_err(|source| TraceError::Io {
+        let io_err = |source| TraceError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        // Non-blocking to open, so a FIFO nobody writes to reads as empty
+        // rather than waiting forever; blocking again to read.
+        let file = File::options()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io_err)?;
+        set_blocking(&file).map_err(io_err)?;
         TraceReader::from_reader(Box::new(file), path)
     }
 
@@ -834,6 +842,17 @@ impl TraceReader {
 
 fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+}
+
+fn set_blocking(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on an fd this file owns.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 pub fn clock_ns(clock: libc::clockid_t) -> u64 {

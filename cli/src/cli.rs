@@ -309,7 +309,7 @@ pub struct LabArgs {
     /// Transfer over IPv6 (fd74:7400::/48) instead of IPv4 (198.18.0.0/15).
     #[arg(long)]
     pub ipv6: bool,
-    /// Also keep the recording.
+    /// Also keep the recording (as FILE.partial until the transfer is done).
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Keep 1 in N blocks of 16 KiB of sequence space (see `record --sample`).

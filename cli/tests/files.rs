@@ -173,6 +173,21 @@ fn bad_arguments_are_refused_before_anything_is_touched() {
         .success());
 }
 
+/// A FIFO nobody writes to reads as empty: refused at once, not waited on.
+#[test]
+fn a_fifo_without_a_writer_is_refused_at_once() {
+    let dir = TempDir::new("files-fifo");
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let started = std::time::Instant::now();
+    let out = run(bin().arg("report").arg(&fifo));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a tenge-trace file"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
 /// `report --json | head -1`: the reader goes away; the program ends quietly.
 #[test]
 fn a_reader_that_goes_away_ends_the_program_quietly() {
