@@ -238,6 +238,12 @@ pub struct WatchArgs {
     /// a port alone listens on 127.0.0.1.
     #[arg(long, value_name = "ADDR:PORT", value_parser = tenge_trace::export::prometheus::parse_listen_addr)]
     pub prometheus: Option<SocketAddr>,
+    /// Who may scrape: a Prometheus exporter-toolkit web config (the file
+    /// node_exporter's --web.config.file takes) whose `basic_auth_users`
+    /// maps users to bcrypt hashes of their passwords. TLS is not built in:
+    /// terminate it in a proxy in front of a loopback --prometheus.
+    #[arg(long, value_name = "FILE", requires = "prometheus")]
+    pub prometheus_web_config: Option<PathBuf>,
     /// Per-flow metric series for the N busiest flows (by bytes); the rest are summed into one "other" series.
     #[arg(long, value_name = "N", default_value_t = tenge_trace::export::prometheus::DEFAULT_TOP_FLOWS, requires = "prometheus")]
     pub prometheus_flows: usize,

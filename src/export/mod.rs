@@ -1,4 +1,5 @@
 //! Exporters: JSON lines, tables, flamegraphs, Prometheus metrics.
+pub mod basic_auth;
 pub mod flamegraph;
 pub mod json;
 pub mod prometheus;

@@ -44,6 +44,7 @@
 //! spent waiting on that cause. Stage latencies count sampled
 //! packets (`--sample N` is not scaled in).
 
+use super::basic_auth::Users;
 use crate::analysis::paths::StageLatency;
 use crate::analysis::window::{ActiveAlerts, AlertKind, LimitFractions, LimitTimes, LiveWindow};
 use crate::analysis::Analysis;
@@ -603,19 +604,23 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_CLIENTS: usize = 16;
 
 impl MetricsServer {
-    /// Listens on `addr` (port 0: any free port) and serves an empty snapshot until the first publish.
-    pub fn start(addr: SocketAddr) -> io::Result<MetricsServer> {
+    /// Listens on `addr` (port 0: any free port) and serves an empty snapshot
+    /// until the first publish; with `users`, only to them (HTTP basic auth).
+    pub fn start(addr: SocketAddr, users: Option<Users>) -> io::Result<MetricsServer> {
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let snapshot = Arc::new(Mutex::new(Snapshot::default()));
         let stop = Arc::new(AtomicBool::new(false));
-        let registry = Arc::new(registry(Arc::clone(&snapshot)));
+        let access = Arc::new(Access {
+            registry: registry(Arc::clone(&snapshot)),
+            users,
+        });
         let thread = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("tt-metrics".into())
-                .spawn(move || serve(&listener, &registry, &stop))?
+                .spawn(move || serve(&listener, &access, &stop))?
         };
         Ok(MetricsServer {
             addr,
@@ -644,7 +649,13 @@ impl Drop for MetricsServer {
     }
 }
 
-fn serve(listener: &TcpListener, registry: &Arc<Registry>, stop: &AtomicBool) {
+/// What the server serves, and to whom.
+struct Access {
+    registry: Registry,
+    users: Option<Users>,
+}
+
+fn serve(listener: &TcpListener, access: &Arc<Access>, stop: &AtomicBool) {
     let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
         let stream = match listener.accept() {
@@ -660,11 +671,11 @@ fn serve(listener: &TcpListener, registry: &Arc<Registry>, stop: &AtomicBool) {
             let _ = busy(stream);
             continue;
         }
-        let (registry, served) = (Arc::clone(registry), Arc::clone(&clients));
+        let (access, served) = (Arc::clone(access), Arc::clone(&clients));
         let spawned = std::thread::Builder::new()
             .name("tt-metrics-client".into())
             .spawn(move || {
-                let _ = respond(stream, &registry);
+                let _ = respond(stream, &access);
                 served.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
@@ -682,8 +693,8 @@ fn busy(mut stream: TcpStream) -> io::Result<()> {
 }
 
 /// Reads one request head (all of it within [`CLIENT_TIMEOUT`]) and answers
-/// it; `GET /metrics` gets the registry.
-fn respond(mut stream: TcpStream, registry: &Registry) -> io::Result<()> {
+/// it; `GET /metrics` gets the registry (the users' only, if any).
+fn respond(mut stream: TcpStream, access: &Access) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
@@ -705,10 +716,22 @@ fn respond(mut stream: TcpStream, registry: &Registry) -> io::Result<()> {
     let mut words = head.split_whitespace();
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
+    let authorization = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("authorization").then_some(value)
+    });
+    let allowed = access.users.as_ref().is_none_or(|u| u.allow(authorization));
     let (status, content_type, body) = match (method, path) {
+        ("GET", "/metrics") if !allowed => {
+            return write!(
+                stream,
+                "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"tenge-trace\"\r\n\
+                 Content-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
         ("GET", "/metrics") => {
             let mut body = String::new();
-            text::encode(&mut body, registry).map_err(io::Error::other)?;
+            text::encode(&mut body, &access.registry).map_err(io::Error::other)?;
             ("200 OK", CONTENT_TYPE, body)
         }
         ("GET", "/") => (
@@ -815,7 +838,7 @@ mod tests {
 
     #[test]
     fn server_answers_metrics_and_404() {
-        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap()).unwrap();
+        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap(), None).unwrap();
         server.publish(Snapshot {
             events: 42,
             ..Snapshot::default()
@@ -834,11 +857,42 @@ mod tests {
         assert!(get("/nothing").starts_with("HTTP/1.1 404"));
     }
 
+    /// With users, `/metrics` answers 401 but to one of them.
+    #[test]
+    fn only_users_are_served_when_there_are_users() {
+        use base64::Engine;
+        let hash = bcrypt::hash("s3cret", 4).unwrap();
+        let users = Users::new(BTreeMap::from([("prometheus".to_string(), hash)])).unwrap();
+        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap(), Some(users)).unwrap();
+        let get = |authorization: &str| {
+            let mut stream = TcpStream::connect(server.local_addr()).unwrap();
+            write!(
+                stream,
+                "GET /metrics HTTP/1.1\r\nHost: x\r\n{authorization}\r\n"
+            )
+            .unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            response
+        };
+        let basic = |user_password: &str| {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(user_password);
+            format!("Authorization: Basic {encoded}\r\n")
+        };
+        let refused = get("");
+        assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+        assert!(refused.contains("WWW-Authenticate: Basic"), "{refused}");
+        assert!(get(&basic("prometheus:guess")).starts_with("HTTP/1.1 401"));
+        let served = get(&basic("prometheus:s3cret"));
+        assert!(served.starts_with("HTTP/1.1 200 OK"), "{served}");
+        assert!(served.contains("tenge_trace_events_total"), "{served}");
+    }
+
     /// A client sending a byte now and then holds up no scrape beside it,
     /// and is dropped once its time is up.
     #[test]
     fn a_slow_client_stalls_no_scrape() {
-        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap()).unwrap();
+        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap(), None).unwrap();
         let mut slow = TcpStream::connect(server.local_addr()).unwrap();
         let trickle = std::thread::spawn(move || {
             let started = std::time::Instant::now();
