@@ -204,9 +204,17 @@ fn free_port() -> u16 {
 
 /// GET over HTTP/1.0: (status, body).
 fn http_get(addr: SocketAddr, target: &str) -> std::io::Result<(u16, String)> {
+    http_get_with(addr, target, "")
+}
+
+/// [`http_get`] with more header lines (each ending in CRLF).
+fn http_get_with(addr: SocketAddr, target: &str, headers: &str) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(stream, "GET {target} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    write!(
+        stream,
+        "GET {target} HTTP/1.0\r\nHost: {addr}\r\n{headers}\r\n"
+    )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
@@ -301,6 +309,16 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
     let metrics_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
     let prometheus_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
 
+    // Only Prometheus may scrape: its user and password in node_exporter's
+    // web config format (a bcrypt hash), the same in its scrape config.
+    let web_config = dir.join("web.yml");
+    let hash = bcrypt::hash("scrape-secret", 4).unwrap();
+    std::fs::write(
+        &web_config,
+        format!("basic_auth_users:\n  prometheus: {hash}\n"),
+    )
+    .unwrap();
+    let auth = "Authorization: Basic cHJvbWV0aGV1czpzY3JhcGUtc2VjcmV0\r\n";
     let log = |name: &str| std::fs::File::create(dir.join(name)).unwrap();
     let _watch = Running(
         Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
@@ -309,6 +327,8 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
             .args(["watch", "--json", "--threshold", "10", "--addr", &receiver])
             .arg("--prometheus")
             .arg(metrics_addr.to_string())
+            .arg("--prometheus-web-config")
+            .arg(&web_config)
             .stdout(Stdio::null())
             .stderr(log("watch.log"))
             .spawn()
@@ -316,7 +336,7 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
     );
     // The first snapshot comes one collector tick after the probes are attached.
     wait_until("watch's first snapshot", Duration::from_secs(60), || {
-        http_get(metrics_addr, "/metrics").is_ok_and(|(status, body)| {
+        http_get_with(metrics_addr, "/metrics", auth).is_ok_and(|(status, body)| {
             status == 200
                 && body
                     .lines()
@@ -324,13 +344,19 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
         })
     });
 
+    assert_eq!(
+        http_get(metrics_addr, "/metrics").unwrap().0,
+        401,
+        "no password, no metrics"
+    );
+
     std::fs::write(dir.join("alerts.yml"), test_rules()).unwrap();
     std::fs::write(
         dir.join("prometheus.yml"),
         format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - {rules}\n\
-             scrape_configs:\n  - job_name: tenge-trace\n    static_configs:\n      - targets: [\"{metrics_addr}\"]\n",
+             scrape_configs:\n  - job_name: tenge-trace\n    basic_auth:\n      username: prometheus\n      password: scrape-secret\n    static_configs:\n      - targets: [\"{metrics_addr}\"]\n",
             rules = dir.join("alerts.yml").display()
         ),
     )
