@@ -58,6 +58,9 @@ fn path_flamegraph_of_a_lab_transfer_names_the_stages_and_renders() {
         text.starts_with("<?xml") && text.contains("<svg"),
         "not an SVG"
     );
+    // `-o -`: the same SVG on standard output, no file named `-`.
+    let stdout = run(bin().arg("flamegraph").arg(&trace).args(["-o", "-"])).stdout;
+    assert_eq!(String::from_utf8(stdout).unwrap(), text);
     // Frames are direction;path…;stage: every stage of both directions is a
     // frame (inferno puts the full name in each frame's <title>).
     let missing: Vec<_> = [

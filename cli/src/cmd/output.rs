@@ -3,14 +3,17 @@
 use anyhow::{bail, Context};
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// A temporary file beside `target`, renamed over it by [`commit`](Self::commit);
-/// removed if dropped uncommitted (an error, a panic), so a failed run
-/// leaves the old file, not half a new one.
+/// A temporary file beside `target` (new, 0600), renamed over it by
+/// [`commit`](Self::commit); removed if dropped uncommitted (an error, a
+/// panic), so a failed run leaves the old file, not half a new one. `-`
+/// (standard output), a pipe or a device is written in place.
 pub struct OutputFile {
-    tmp: PathBuf,
+    /// None: written in place.
+    tmp: Option<PathBuf>,
     target: PathBuf,
     file: Option<BufWriter<File>>,
 }
@@ -33,6 +36,22 @@ impl OutputFile {
                 input.display()
             );
         }
+        let in_place = |file: File| OutputFile {
+            tmp: None,
+            target: target.to_path_buf(),
+            file: Some(BufWriter::new(file)),
+        };
+        if target == Path::new("-") {
+            return Ok(in_place(File::from(
+                std::io::stdout().as_fd().try_clone_to_owned()?,
+            )));
+        }
+        if std::fs::metadata(target).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+            let file = File::options().write(true).open(target);
+            return Ok(in_place(
+                file.with_context(|| format!("opening {}", target.display()))?,
+            ));
+        }
         let name = target
             .file_name()
             .with_context(|| format!("-o {}: not a file name", target.display()))?;
@@ -43,10 +62,11 @@ impl OutputFile {
         let file = File::options()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&tmp)
             .with_context(|| format!("creating {}", tmp.display()))?;
         Ok(OutputFile {
-            tmp,
+            tmp: Some(tmp),
             target: target.to_path_buf(),
             file: Some(BufWriter::new(file)),
         })
@@ -55,17 +75,14 @@ impl OutputFile {
     /// Flushes and renames the file into place.
     pub fn commit(mut self) -> anyhow::Result<()> {
         let file = self.file.take().expect("committed once");
-        file.into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|f| f.sync_all())
-            .with_context(|| format!("writing {}", self.tmp.display()))?;
-        std::fs::rename(&self.tmp, &self.target).with_context(|| {
-            format!(
-                "renaming {} to {}",
-                self.tmp.display(),
-                self.target.display()
-            )
-        })
+        let file = file.into_inner().map_err(|e| e.into_error());
+        let Some(tmp) = &self.tmp else {
+            return Ok(file.map(drop)?);
+        };
+        file.and_then(|f| f.sync_all())
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(tmp, &self.target)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), self.target.display()))
     }
 }
 
@@ -81,8 +98,8 @@ impl Write for OutputFile {
 
 impl Drop for OutputFile {
     fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
+        if let (Some(_), Some(tmp)) = (self.file.take(), &self.tmp) {
+            let _ = std::fs::remove_file(tmp);
         }
     }
 }

@@ -17,45 +17,19 @@ use tenge_trace::probe::{Filters, ProbePlan, StageTracer};
 /// How often the loop looks at the stop flag and the clock.
 const TICK: Duration = Duration::from_millis(50);
 
-/// Where `--json` goes.
-enum JsonTarget {
-    File(OutputFile),
-    Stdout(std::io::Stdout),
-}
-
-impl Write for JsonTarget {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            JsonTarget::File(f) => f.write(buf),
-            JsonTarget::Stdout(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            JsonTarget::File(f) => f.flush(),
-            JsonTarget::Stdout(s) => s.flush(),
-        }
-    }
-}
-
 /// `--json`: one object (schema/stages.schema.json) with `filters`, `plan`,
 /// `intervals` (each `--interval`, in order, written as it closes: memory
 /// stays flat however long `stages` runs), then `elapsed_s`, `end_reason`
 /// and `totals` (everything since the programs were attached).
 struct StreamedJson {
-    target: JsonTarget,
+    target: OutputFile,
     intervals: usize,
 }
 
 impl StreamedJson {
     fn start(path: &std::path::Path, filters: &Filters, plan: &ProbePlan) -> anyhow::Result<Self> {
-        let target = match path == std::path::Path::new("-") {
-            true => JsonTarget::Stdout(std::io::stdout()),
-            false => JsonTarget::File(OutputFile::create(path, &[])?),
-        };
         let mut json = StreamedJson {
-            target,
+            target: OutputFile::create(path, &[])?,
             intervals: 0,
         };
         let head = format!(
@@ -89,10 +63,7 @@ impl StreamedJson {
             serde_json::to_string(totals)?
         );
         self.target.write_all(tail.as_bytes())?;
-        match self.target {
-            JsonTarget::File(file) => file.commit(),
-            JsonTarget::Stdout(mut stdout) => Ok(stdout.flush()?),
-        }
+        self.target.commit()
     }
 }
 
