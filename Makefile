@@ -39,7 +39,7 @@ sweep: deps
 # recordings through dump, report and flamegraph; `make test` runs 5000.
 FUZZ_INPUTS ?= 10000000
 fuzz: deps
-	TT_FUZZ_INPUTS=$(FUZZ_INPUTS) $(CARGO) test --release --test fuzz -- --nocapture
+	TT_FUZZ_INPUTS=$(FUZZ_INPUTS) TT_FUZZ_SEED=$${TT_FUZZ_SEED:-$$(date +%s)} $(CARGO) test --profile fuzz --test fuzz -- --nocapture
 
 lint:
 	$(CARGO) fmt --all -- --check

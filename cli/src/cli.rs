@@ -253,7 +253,7 @@ pub struct WatchArgs {
 pub struct FlamegraphArgs {
     #[command(flatten)]
     pub input: TraceInput,
-    /// Output file (SVG, or folded stacks with --folded).
+    /// Output file (SVG, or folded stacks with --folded; `-`: standard output).
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: PathBuf,
     /// Write folded stacks instead of an SVG.

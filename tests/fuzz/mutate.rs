@@ -124,20 +124,19 @@ fn interesting(rng: &mut Rng, width: usize) -> u64 {
 }
 
 pub struct Mutator {
-    rng: Rng,
     seeds: Vec<Layout>,
 }
 
 impl Mutator {
-    pub fn new(seed: u64, seeds: &[Vec<u8>]) -> Mutator {
+    pub fn new(seeds: &[Vec<u8>]) -> Mutator {
         Mutator {
-            rng: Rng(seed | 1),
             seeds: seeds.iter().map(|b| Layout::parse(b)).collect(),
         }
     }
 
-    pub fn next_input(&mut self) -> Vec<u8> {
-        let rng = &mut self.rng;
+    /// The input of `key`: the same key, the same input, on any machine.
+    pub fn input(&self, key: u64) -> Vec<u8> {
+        let rng = &mut Rng(key.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let mut layout = self.seeds[rng.below(self.seeds.len())].clone();
         for _ in 0..=rng.below(4) {
             let other = &self.seeds[rng.below(self.seeds.len())];

@@ -299,7 +299,7 @@ impl TxFlow {
 /// Nagle/autocork.
 fn binding_limit(body: &tt_window_adv, segs: u32) -> u8 {
     let mss = body.mss_cache.max(1);
-    let cwnd_full = body.snd_cwnd > 0 && body.packets_out + segs >= body.snd_cwnd;
+    let cwnd_full = body.snd_cwnd > 0 && body.packets_out.saturating_add(segs) >= body.snd_cwnd;
     let wnd_end = body.snd_una.wrapping_add(body.snd_wnd);
     let end = body.seq.wrapping_add(body.len);
     let left = if seq_after(wnd_end, end) {
