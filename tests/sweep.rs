@@ -483,9 +483,11 @@ fn findings_agree_with_the_kernel_across_the_sweep() {
 }
 
 /// The kernel's blind spot, named on purpose: SO_SNDBUF 32 KiB holds a
-/// veth transfer's writer on its buffer (the throughput falls by a quarter
-/// or more against autotuning) while `tcpi_sndbuf_limited` stays near 0. The
-/// report's sndbuf share comes from the events there, and says so.
+/// veth transfer's writer on its buffer while `tcpi_sndbuf_limited` stays
+/// near 0. The report's sndbuf share comes from the events there, and says
+/// so. (Throughput is no witness that the buffer binds: on one VM the 32 KiB
+/// run was a quarter slower than autotuning, on another it ran at twice its
+/// rate in 10 pairs of 12, with veth's CPU placement deciding.)
 #[test]
 fn send_buffer_the_kernel_does_not_clock() {
     if !common::require_root("send_buffer_the_kernel_does_not_clock") {
@@ -500,14 +502,8 @@ fn send_buffer_the_kernel_does_not_clock() {
         };
         traced(&cfg, 1)
     };
-    let (auto, small) = (run(None), run(Some(32 << 10)));
     let rate = |r: &Run| r.transfers[0].throughput_bps;
-    assert!(
-        rate(&small) < 0.75 * rate(&auto),
-        "{} vs {} b/s",
-        rate(&small),
-        rate(&auto)
-    );
+    let small = run(Some(32 << 10));
     let info = &small.transfers[0].sender;
     let kernel = info.sndbuf_limited_us as f64 / info.busy_time_us.max(1) as f64;
     let sender = small.transfers[0].sender_addr.to_string();
@@ -519,9 +515,8 @@ fn send_buffer_the_kernel_does_not_clock() {
         .unwrap()
         .limits;
     eprintln!(
-        "{:.2} vs {:.2} Gb/s; kernel sndbuf {kernel:.2}, report {:.2} ({})",
+        "{:.2} Gb/s; kernel sndbuf {kernel:.2}, report {:.2} ({})",
         rate(&small) / 1e9,
-        rate(&auto) / 1e9,
         l.sndbuf,
         l.sndbuf_source
     );
