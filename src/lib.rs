@@ -9,6 +9,10 @@
 //! real transfers to trace; [`synth`] makes realistic event streams for
 //! benchmarks and tests without them.
 
+// No `unwrap` outside tests: a value read from a file or the kernel gets an
+// error, not a panic (`expect` states an invariant that holds whatever the input).
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod abi;
 pub mod analysis;
 pub mod collector;

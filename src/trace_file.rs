@@ -537,7 +537,7 @@ impl TraceReader {
         }
         let mut head = [0u8; 12];
         reader.read_section_head(&mut head)?;
-        let version = u32::from_le_bytes(head[0..4].try_into().unwrap());
+        let version = u32_at(&head, 0);
         if version != FORMAT_VERSION {
             return Err(TraceError::Version {
                 path: path.to_path_buf(),
@@ -737,7 +737,7 @@ impl TraceReader {
             });
         }
         let (count, len, sum) = (u32_at(&head, 4), u32_at(&head, 8), u32_at(&head, 12));
-        match head[..4].try_into().unwrap() {
+        match [head[0], head[1], head[2], head[3]] {
             BLOCK_TAG => {
                 let mut block = std::mem::take(&mut self.block);
                 let read = self.read_payload(&mut block, len, sum, "event block");
@@ -841,7 +841,7 @@ impl TraceReader {
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
 fn set_blocking(file: &File) -> io::Result<()> {

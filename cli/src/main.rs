@@ -2,6 +2,9 @@
 //! holds only the argument definitions (also used to generate the man page
 //! and shell completions).
 
+// No `unwrap` on a command path: an input gets an error, not a panic.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod cli;
 mod cmd;
 

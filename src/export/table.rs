@@ -228,8 +228,9 @@ pub fn render_report(report: &Report) -> String {
                 out,
                 "  ALERT {}: {}",
                 serde_json::to_value(alert.kind)
-                    .unwrap()
-                    .as_str()
+                    .ok()
+                    .as_ref()
+                    .and_then(serde_json::Value::as_str)
                     .unwrap_or("?"),
                 alert.message
             );

@@ -61,13 +61,13 @@ fn print_text(report: &CheckReport) {
         Some(plan) => {
             println!("\nprobe plan for record:");
             for probe in &plan.probes {
-                let backend = probe.backend.map_or("-".to_string(), |b| {
-                    serde_json::to_value(b)
-                        .unwrap()
-                        .as_str()
-                        .unwrap()
-                        .to_string()
-                });
+                let backend =
+                    probe
+                        .backend
+                        .map_or("-".to_string(), |b| match serde_json::to_value(b) {
+                            Ok(serde_json::Value::String(name)) => name,
+                            _ => format!("{b:?}"),
+                        });
                 println!("  {:<32} {:<15} {}", probe.hook, probe.kind, backend);
                 if probe.backend.is_none() {
                     println!("      lost: {}", probe.feeds);

@@ -82,7 +82,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             // The kernel's own counters, read while both sockets are open.
             for netns in [&ends.sender_netns, &ends.receiver_netns] {
                 match ss::query(netns, ends.port()) {
-                    Ok(found) => sockets.lock().unwrap().extend(found),
+                    Ok(found) => sockets
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .extend(found),
                     Err(err) => eprintln!("tenge-trace lab: ss in {netns}: {err:#}"),
                 }
             }
@@ -119,7 +122,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         hits_not_run: None,
         damage: None,
     });
-    let sockets = sockets.into_inner().unwrap();
+    let sockets = sockets
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if args.json {
         // Like watch --json: alert lines, then one summary line.
         let out = serde_json::json!({
