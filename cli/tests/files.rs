@@ -195,16 +195,11 @@ fn a_reader_that_goes_away_ends_the_program_quietly() {
     let path = dir.join("rec.ttr");
     write_trace(&path, 0);
     for args in [&["report", "--json"][..], &["dump", "--json"], &["report"]] {
-        let mut child = bin()
-            .args(args)
-            .arg(&path)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Closed before a byte is read: the first write fails.
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
+        // A pipe whose reader is gone before the program starts: its first
+        // write fails.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = bin().args(args).arg(&path).stdout(writer).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert_eq!(out.status.code(), Some(141), "{args:?}: {err}");
