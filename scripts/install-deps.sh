@@ -2,7 +2,7 @@
 # Installs what tenge-trace needs to build and test on Debian/Ubuntu, if it is missing.
 # Build: clang, llvm, libbpf-dev (headers), libclang (bindgen). Tests and lab: iproute2,
 # tcpdump, tshark, iperf3, bpftool, chromium (renders flamegraphs). Benchmarks: bpftrace,
-# linux-perf. Issue 6: prometheus.
+# linux-perf. Issue 6: prometheus. The TLS test of /metrics: curl, openssl.
 set -euo pipefail
 
 need=()
@@ -22,6 +22,10 @@ have ss || need+=(iproute2)
 have prometheus || need+=(prometheus)
 have promtool || need+=(prometheus)
 have chromium || need+=(chromium)
+have curl || need+=(curl)
+have openssl || need+=(openssl)
+# ring (rustls) is built by the cc crate.
+have cc || need+=(gcc)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

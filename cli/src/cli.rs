@@ -234,14 +234,15 @@ pub struct WatchArgs {
     /// Stop after this long: seconds, or with a unit (500ms, 2m, 1h) (default: until Ctrl-C).
     #[arg(long, value_name = "TIME", value_parser = value::duration)]
     pub duration: Option<std::time::Duration>,
-    /// Serve Prometheus metrics (OpenMetrics text) on http://ADDR:PORT/metrics;
-    /// a port alone listens on 127.0.0.1.
+    /// Serve Prometheus metrics (OpenMetrics text) on http://ADDR:PORT/metrics
+    /// (https with a TLS web config); a port alone listens on 127.0.0.1.
     #[arg(long, value_name = "ADDR:PORT", value_parser = tenge_trace::export::prometheus::parse_listen_addr)]
     pub prometheus: Option<SocketAddr>,
-    /// Who may scrape: a Prometheus exporter-toolkit web config (the file
-    /// node_exporter's --web.config.file takes) whose `basic_auth_users`
-    /// maps users to bcrypt hashes of their passwords. TLS is not built in:
-    /// terminate it in a proxy in front of a loopback --prometheus.
+    /// Who may scrape, and over what: a Prometheus exporter-toolkit web
+    /// config (the file node_exporter's --web.config.file takes):
+    /// `basic_auth_users` (users and bcrypt hashes of their passwords) and
+    /// `tls_server_config` (cert_file, key_file; client_ca_file with
+    /// client_auth_type RequireAndVerifyClientCert for client certificates).
     #[arg(long, value_name = "FILE", requires = "prometheus")]
     pub prometheus_web_config: Option<PathBuf>,
     /// Per-flow metric series for the N busiest flows (by bytes); the rest are summed into one "other" series.

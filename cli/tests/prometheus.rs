@@ -288,6 +288,236 @@ fn test_rules() -> String {
         .join("\n")
 }
 
+/// Prometheus scraping and evaluating every second with `config` (its rule
+/// files and scrape configs), its data and log in `dir`; ready when returned.
+fn start_prometheus(binary: &Path, dir: &TempDir, config: &str) -> (Running, SocketAddr) {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let file = dir.join("prometheus.yml");
+    std::fs::write(
+        &file,
+        format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{config}"),
+    )
+    .unwrap();
+    let running = Running(
+        Command::new(binary)
+            .arg(format!("--config.file={}", file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("Prometheus to be ready", Duration::from_secs(60), || {
+        http_get(addr, "/-/ready").is_ok_and(|(status, _)| status == 200)
+    });
+    (running, addr)
+}
+
+/// A CA and, signed by it, a server certificate for 127.0.0.1 and a client
+/// one (openssl's own commands; PEM files `ca.crt`, `server.{crt,key}`,
+/// `client.{crt,key}` in `dir`).
+fn make_pki(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl (scripts/install-deps.sh installs it)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"],
+            &ec[..],
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-subj",
+                "/CN=tt-test-ca",
+                "-days",
+                "2",
+            ],
+        ]
+        .concat(),
+    );
+    for (name, extensions) in [
+        (
+            "server",
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        ),
+        (
+            "client",
+            "subjectAltName=DNS:prometheus\nextendedKeyUsage=clientAuth\n",
+        ),
+    ] {
+        std::fs::write(dir.join(format!("{name}.ext")), extensions).unwrap();
+        let (key, csr, crt, ext) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+            format!("{name}.ext"),
+        );
+        openssl(
+            &[
+                &["req"],
+                &ec[..],
+                &[
+                    "-keyout",
+                    &key,
+                    "-out",
+                    &csr,
+                    "-subj",
+                    &format!("/CN={name}"),
+                ],
+            ]
+            .concat(),
+        );
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &crt,
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+        ]);
+    }
+}
+
+/// `curl` of watch's /metrics over TLS: (exit status, body).
+fn curl_metrics(dir: &Path, url: &str, extra: &[&str]) -> (i32, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "5", "--cacert", "ca.crt"])
+        .args(extra)
+        .arg(url)
+        .current_dir(dir)
+        .output()
+        .expect("curl (scripts/install-deps.sh installs it)");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+    )
+}
+
+/// watch's web config with TLS, client certificates and a user: curl and
+/// Prometheus (Go's TLS, not ours) scrape it with the client certificate
+/// and the password; without either, or over plain HTTP, nothing is served.
+#[test]
+fn prometheus_scrapes_watch_over_tls_with_client_certificates() {
+    if !common::require_root("prometheus_scrapes_watch_over_tls_with_client_certificates") {
+        return;
+    }
+    let (Some(prometheus_bin), Some(_), Some(_)) =
+        (tool("prometheus"), tool("curl"), tool("openssl"))
+    else {
+        return;
+    };
+    let dir = TempDir::new("prometheus-tls");
+    make_pki(dir.path());
+    let hash = bcrypt::hash("scrape-secret", 4).unwrap();
+    std::fs::write(
+        dir.join("web.yml"),
+        format!(
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+             client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n\
+             basic_auth_users:\n  prometheus: {hash}\n"
+        ),
+    )
+    .unwrap();
+    let metrics_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let _watch = Running(
+        Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
+            .args(["watch", "--json", "--prometheus", &metrics_addr.to_string()])
+            .arg("--prometheus-web-config")
+            .arg(dir.join("web.yml"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("watch.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("https://{metrics_addr}/metrics");
+    let client = ["--cert", "client.crt", "--key", "client.key"];
+    let user = ["-u", "prometheus:scrape-secret"];
+    wait_until(
+        "watch's first snapshot over TLS",
+        Duration::from_secs(60),
+        || {
+            let (status, body) = curl_metrics(dir.path(), &url, &[&client[..], &user[..]].concat());
+            status == 0
+                && body
+                    .lines()
+                    .any(|l| l.starts_with("tenge_trace_probes_attached ") && !l.ends_with(" 0"))
+        },
+    );
+    let (status, body) = curl_metrics(dir.path(), &url, &user);
+    assert!(
+        status != 0 && !body.contains("tenge_trace"),
+        "no client certificate: curl {status}: {body}"
+    );
+    let (status, body) = curl_metrics(
+        dir.path(),
+        &url,
+        &[&client[..], &["-w", "%{http_code}"][..]].concat(),
+    );
+    assert!(
+        status == 0 && body == "401",
+        "no password: curl {status}: {body}"
+    );
+    let plain = http_get(metrics_addr, "/metrics");
+    assert!(
+        !plain.is_ok_and(|(_, body)| body.contains("tenge_trace")),
+        "plain HTTP"
+    );
+
+    let (_prometheus, prometheus_addr) = start_prometheus(
+        &prometheus_bin,
+        &dir,
+        &format!(
+            "scrape_configs:\n  - job_name: tenge-trace\n    scheme: https\n    tls_config:\n      \
+             ca_file: {d}/ca.crt\n      cert_file: {d}/client.crt\n      key_file: {d}/client.key\n    \
+             basic_auth:\n      username: prometheus\n      password: scrape-secret\n    \
+             static_configs:\n      - targets: [\"{metrics_addr}\"]\n",
+            d = dir.path().display()
+        ),
+    );
+    wait_until(
+        "Prometheus's scrape over TLS",
+        Duration::from_secs(30),
+        || {
+            query(prometheus_addr, "tenge_trace_probes_attached")
+                .first()
+                .is_some_and(|(_, v)| *v >= 5.0)
+        },
+    );
+    let up = query(prometheus_addr, "up{job=\"tenge-trace\"}");
+    assert!(up.first().is_some_and(|(_, v)| *v == 1.0), "{up:?}");
+}
+
 #[test]
 fn prometheus_scrapes_watch_and_an_example_rule_fires() {
     if !common::require_root("prometheus_scrapes_watch_and_an_example_rule_fires") {
@@ -307,7 +537,6 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
     let receiver = lab.receiver_ip().to_string();
     let dir = TempDir::new("prometheus");
     let metrics_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-    let prometheus_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
 
     // Only Prometheus may scrape: its user and password in node_exporter's
     // web config format (a bcrypt hash), the same in its scrape config.
@@ -351,35 +580,15 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
     );
 
     std::fs::write(dir.join("alerts.yml"), test_rules()).unwrap();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - {rules}\n\
+    let (_prometheus, prometheus_addr) = start_prometheus(
+        &prometheus_bin,
+        &dir,
+        &format!(
+            "rule_files:\n  - {rules}\n\
              scrape_configs:\n  - job_name: tenge-trace\n    basic_auth:\n      username: prometheus\n      password: scrape-secret\n    static_configs:\n      - targets: [\"{metrics_addr}\"]\n",
             rules = dir.join("alerts.yml").display()
         ),
-    )
-    .unwrap();
-    let _prometheus = Running(
-        Command::new(prometheus_bin)
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={prometheus_addr}"))
-            .stdout(Stdio::null())
-            .stderr(log("prometheus.log"))
-            .spawn()
-            .unwrap(),
     );
-    wait_until("Prometheus to be ready", Duration::from_secs(60), || {
-        http_get(prometheus_addr, "/-/ready").is_ok_and(|(status, _)| status == 200)
-    });
     let rules = api(prometheus_addr, "/api/v1/rules");
     assert_eq!(
         rules["groups"][0]["rules"].as_array().map(Vec::len),

@@ -2,5 +2,7 @@
 pub mod basic_auth;
 pub mod flamegraph;
 pub mod json;
+pub mod metrics_server;
 pub mod prometheus;
 pub mod table;
+pub mod web_config;

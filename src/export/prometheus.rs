@@ -2,7 +2,7 @@
 //! OpenMetrics text format on `/metrics`.
 //!
 //! The watch loop builds a [`Snapshot`] of the analyses once per collector
-//! tick and [`MetricsServer::publish`]es it; the server thread encodes the
+//! tick and [`MetricsServer::publish`](super::metrics_server::MetricsServer::publish)es it; the server encodes the
 //! latest snapshot on each scrape (prometheus-client, through a registry
 //! [`Collector`]). The per-event path takes no lock.
 //!
@@ -44,7 +44,6 @@
 //! spent waiting on that cause. Stage latencies count sampled
 //! packets (`--sample N` is not scaled in).
 
-use super::basic_auth::Users;
 use crate::analysis::paths::StageLatency;
 use crate::analysis::window::{ActiveAlerts, AlertKind, LimitFractions, LimitTimes, LiveWindow};
 use crate::analysis::Analysis;
@@ -57,12 +56,8 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Registry, Unit};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// The default `--prometheus-flows`.
 pub const DEFAULT_TOP_FLOWS: usize = 20;
@@ -89,9 +84,6 @@ pub const LATENCY_BOUNDS_NS: [u64; 19] = [
     500_000_000,
     1_000_000_000,
 ];
-
-/// The OpenMetrics text format's media type.
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// `PORT` (on 127.0.0.1) or `ADDR:PORT`.
 pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
@@ -571,7 +563,7 @@ impl Collector for Published {
     }
 }
 
-fn registry(snapshot: Arc<Mutex<Snapshot>>) -> Registry {
+pub(super) fn registry(snapshot: Arc<Mutex<Snapshot>>) -> Registry {
     let mut registry = Registry::with_prefix("tenge_trace");
     registry.register_collector(Box::new(Published(snapshot)));
     registry
@@ -583,175 +575,6 @@ pub fn render(snapshot: &Snapshot) -> String {
     text::encode(&mut out, &registry(Arc::new(Mutex::new(snapshot.clone()))))
         .expect("writing to a String does not fail");
     out
-}
-
-/// The `/metrics` endpoint: a thread accepting, a thread per client (at
-/// most [`MAX_CLIENTS`] at once), each client given [`CLIENT_TIMEOUT`] for
-/// its whole request: a slow or silent client delays nobody else.
-pub struct MetricsServer {
-    addr: SocketAddr,
-    snapshot: Arc<Mutex<Snapshot>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-/// How often the idle server checks whether it should stop.
-const ACCEPT_POLL: Duration = Duration::from_millis(50);
-/// A client whose request is not in after this long is dropped (a byte now
-/// and then does not keep it).
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Clients served at once; more are answered 503 at once.
-pub const MAX_CLIENTS: usize = 16;
-
-impl MetricsServer {
-    /// Listens on `addr` (port 0: any free port) and serves an empty snapshot
-    /// until the first publish; with `users`, only to them (HTTP basic auth).
-    pub fn start(addr: SocketAddr, users: Option<Users>) -> io::Result<MetricsServer> {
-        let listener = TcpListener::bind(addr)?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let snapshot = Arc::new(Mutex::new(Snapshot::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let access = Arc::new(Access {
-            registry: registry(Arc::clone(&snapshot)),
-            users,
-        });
-        let thread = {
-            let stop = Arc::clone(&stop);
-            std::thread::Builder::new()
-                .name("tt-metrics".into())
-                .spawn(move || serve(&listener, &access, &stop))?
-        };
-        Ok(MetricsServer {
-            addr,
-            snapshot,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Replaces what the next scrapes see.
-    pub fn publish(&self, snapshot: Snapshot) {
-        *self.snapshot.lock().unwrap_or_else(PoisonError::into_inner) = snapshot;
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// What the server serves, and to whom.
-struct Access {
-    registry: Registry,
-    users: Option<Users>,
-}
-
-fn serve(listener: &TcpListener, access: &Arc<Access>, stop: &AtomicBool) {
-    let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    while !stop.load(Ordering::SeqCst) {
-        let stream = match listener.accept() {
-            Ok((stream, _)) => stream,
-            Err(_) => {
-                std::thread::sleep(ACCEPT_POLL);
-                continue;
-            }
-        };
-        // A client that misbehaves is its own problem; the server goes on.
-        if clients.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
-            clients.fetch_sub(1, Ordering::SeqCst);
-            let _ = busy(stream);
-            continue;
-        }
-        let (access, served) = (Arc::clone(access), Arc::clone(&clients));
-        let spawned = std::thread::Builder::new()
-            .name("tt-metrics-client".into())
-            .spawn(move || {
-                let _ = respond(stream, &access);
-                served.fetch_sub(1, Ordering::SeqCst);
-            });
-        if spawned.is_err() {
-            clients.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
-fn busy(mut stream: TcpStream) -> io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_write_timeout(Some(ACCEPT_POLL))?;
-    stream.write_all(
-        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-    )
-}
-
-/// Reads one request head (all of it within [`CLIENT_TIMEOUT`]) and answers
-/// it; `GET /metrics` gets the registry (the users' only, if any).
-fn respond(mut stream: TcpStream, access: &Access) -> io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
-        stream.set_read_timeout(Some(left))?;
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    let head = String::from_utf8_lossy(&head);
-    let mut words = head.split_whitespace();
-    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let authorization = head.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("authorization").then_some(value)
-    });
-    let allowed = access.users.as_ref().is_none_or(|u| u.allow(authorization));
-    let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") if !allowed => {
-            return write!(
-                stream,
-                "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"tenge-trace\"\r\n\
-                 Content-Length: 0\r\nConnection: close\r\n\r\n"
-            );
-        }
-        ("GET", "/metrics") => {
-            let mut body = String::new();
-            text::encode(&mut body, &access.registry).map_err(io::Error::other)?;
-            ("200 OK", CONTENT_TYPE, body)
-        }
-        ("GET", "/") => (
-            "200 OK",
-            "text/plain; charset=utf-8",
-            "tenge-trace: metrics at /metrics\n".to_string(),
-        ),
-        ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET only\n".to_string(),
-        ),
-    };
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    stream.flush()
 }
 
 #[cfg(test)]
@@ -834,95 +657,6 @@ mod tests {
         }
         assert!(!text.contains("cookie=\"11\""));
         assert!(text.ends_with("# EOF\n"));
-    }
-
-    #[test]
-    fn server_answers_metrics_and_404() {
-        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap(), None).unwrap();
-        server.publish(Snapshot {
-            events: 42,
-            ..Snapshot::default()
-        });
-        let get = |path: &str| {
-            let mut stream = TcpStream::connect(server.local_addr()).unwrap();
-            write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-            let mut response = String::new();
-            stream.read_to_string(&mut response).unwrap();
-            response
-        };
-        let metrics = get("/metrics");
-        assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
-        assert!(metrics.contains(CONTENT_TYPE));
-        assert!(metrics.contains("\ntenge_trace_events_total 42\n"));
-        assert!(get("/nothing").starts_with("HTTP/1.1 404"));
-    }
-
-    /// With users, `/metrics` answers 401 but to one of them.
-    #[test]
-    fn only_users_are_served_when_there_are_users() {
-        use base64::Engine;
-        let hash = bcrypt::hash("s3cret", 4).unwrap();
-        let users = Users::new(BTreeMap::from([("prometheus".to_string(), hash)])).unwrap();
-        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap(), Some(users)).unwrap();
-        let get = |authorization: &str| {
-            let mut stream = TcpStream::connect(server.local_addr()).unwrap();
-            write!(
-                stream,
-                "GET /metrics HTTP/1.1\r\nHost: x\r\n{authorization}\r\n"
-            )
-            .unwrap();
-            let mut response = String::new();
-            stream.read_to_string(&mut response).unwrap();
-            response
-        };
-        let basic = |user_password: &str| {
-            let encoded = base64::engine::general_purpose::STANDARD.encode(user_password);
-            format!("Authorization: Basic {encoded}\r\n")
-        };
-        let refused = get("");
-        assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
-        assert!(refused.contains("WWW-Authenticate: Basic"), "{refused}");
-        assert!(get(&basic("prometheus:guess")).starts_with("HTTP/1.1 401"));
-        let served = get(&basic("prometheus:s3cret"));
-        assert!(served.starts_with("HTTP/1.1 200 OK"), "{served}");
-        assert!(served.contains("tenge_trace_events_total"), "{served}");
-    }
-
-    /// A client sending a byte now and then holds up no scrape beside it,
-    /// and is dropped once its time is up.
-    #[test]
-    fn a_slow_client_stalls_no_scrape() {
-        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap(), None).unwrap();
-        let mut slow = TcpStream::connect(server.local_addr()).unwrap();
-        let trickle = std::thread::spawn(move || {
-            let started = std::time::Instant::now();
-            for byte in b"GET /metrics HTTP/1.1\r\n".iter().cycle() {
-                if slow.write_all(&[*byte]).is_err() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(400));
-            }
-            started.elapsed()
-        });
-        std::thread::sleep(Duration::from_millis(200));
-        for _ in 0..3 {
-            let started = std::time::Instant::now();
-            let mut stream = TcpStream::connect(server.local_addr()).unwrap();
-            write!(stream, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-            let mut response = String::new();
-            stream.read_to_string(&mut response).unwrap();
-            assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
-            assert!(
-                started.elapsed() < Duration::from_millis(500),
-                "{:?}",
-                started.elapsed()
-            );
-        }
-        let dropped_after = trickle.join().unwrap();
-        assert!(
-            dropped_after < CLIENT_TIMEOUT + Duration::from_secs(2),
-            "{dropped_after:?}"
-        );
     }
 
     #[test]

@@ -16,9 +16,10 @@ use std::time::Instant;
 use tenge_trace::analysis::{Analysis, Provenance};
 use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::Event;
-use tenge_trace::export::basic_auth::Users;
-use tenge_trace::export::prometheus::{MetricsServer, Snapshot};
+use tenge_trace::export::metrics_server::{Access, MetricsServer};
+use tenge_trace::export::prometheus::Snapshot;
 use tenge_trace::export::table::render_report;
+use tenge_trace::export::web_config;
 use tenge_trace::trace_file::{clock_ns, kernel_release};
 
 /// Exit status when `--exit-on-alert` fired.
@@ -34,18 +35,15 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let metrics = args
         .prometheus
         .map(|addr| {
-            let users = args
-                .prometheus_web_config
-                .as_deref()
-                .map(web_config)
-                .transpose()?;
-            let open = users.is_none();
-            let server = MetricsServer::start(addr, users)
+            let access = match &args.prometheus_web_config {
+                Some(path) => web_config::load(path)
+                    .map_err(|e| anyhow::anyhow!("--prometheus-web-config {e}"))?,
+                None => Access::default(),
+            };
+            let open = access.users.is_none() && access.tls.is_none();
+            let server = MetricsServer::start(addr, access)
                 .with_context(|| format!("--prometheus {addr}: cannot listen"))?;
-            eprintln!(
-                "tenge-trace: Prometheus metrics on http://{}/metrics",
-                server.local_addr()
-            );
+            eprintln!("tenge-trace: Prometheus metrics on {}", server.url());
             if open && !addr.ip().is_loopback() {
                 eprintln!(
                     "tenge-trace: warning: /metrics asks no password: anyone who reaches \
@@ -120,51 +118,4 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// An exporter-toolkit web config's users; its other parts are refused.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WebConfig {
-    #[serde(default)]
-    basic_auth_users: std::collections::BTreeMap<String, String>,
-    tls_server_config: Option<serde_yaml::Value>,
-    http_server_config: Option<serde_yaml::Value>,
-}
-
-fn web_config(path: &std::path::Path) -> anyhow::Result<Users> {
-    let at = || format!("--prometheus-web-config {}", path.display());
-    let text = std::fs::read_to_string(path).with_context(at)?;
-    let config: WebConfig = serde_yaml::from_str(&text).with_context(at)?;
-    anyhow::ensure!(
-        config.tls_server_config.is_none() && config.http_server_config.is_none(),
-        "{}: tls_server_config and http_server_config are not built in: terminate TLS in a \
-         proxy in front of a loopback --prometheus",
-        at()
-    );
-    anyhow::ensure!(
-        !config.basic_auth_users.is_empty(),
-        "{}: no basic_auth_users",
-        at()
-    );
-    Users::new(config.basic_auth_users).map_err(|e| anyhow::anyhow!("{}: {e}", at()))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_web_config_gives_its_users_and_refuses_tls() {
-        let dir = std::env::temp_dir().join(format!("tt-web-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("web.yml");
-        let hash = bcrypt::hash("s3cret", 4).unwrap();
-        std::fs::write(&file, format!("basic_auth_users:\n  prometheus: {hash}\n")).unwrap();
-        assert!(super::web_config(&file).is_ok());
-        std::fs::write(&file, "tls_server_config:\n  cert_file: a.crt\n").unwrap();
-        let err = super::web_config(&file).err().unwrap().to_string();
-        assert!(err.contains("not built in"), "{err}");
-        std::fs::write(&file, "basic_auth_users:\n  prometheus: plaintext\n").unwrap();
-        assert!(super::web_config(&file).is_err());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 }
