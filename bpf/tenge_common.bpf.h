@@ -342,13 +342,67 @@ static __always_inline bool parse_nh(struct tt_hdr *h, struct tcp_pkt *p, const 
 	return parse_l3(h, p, head + nh, ip_len);
 }
 
-/* An incoming skb at the driver/GRO layer: skb->data is the IP header. */
+/*
+ * Where x86-64 keeps the direct map and the struct page array (KASLR moves
+ * both): the addresses of the kernel's page_offset_base and vmemmap_base,
+ * from /proc/kallsyms; 0 when unknown (then headers in a fragment are not
+ * read).
+ */
+const volatile __u64 page_offset_base_at = 0;
+const volatile __u64 vmemmap_base_at = 0;
+
+/*
+ * The data of an skb's first page fragment, where a driver may leave every
+ * header: virtio_net's mergeable buffers copy only the Ethernet header into
+ * the linear part, and GRO reads the rest from frag 0. skb_frag_t is a
+ * bio_vec on older kernels and a struct skb_frag (page, later netmem) on
+ * newer ones: the same 16 bytes, page (or netmem), len, offset. NULL for a net_iov (device memory,
+ * low bit set) or an skb without fragments.
+ */
+static __always_inline const void *frag0_data(const struct sk_buff *skb, bool btf)
+{
+	struct {
+		__u64 page;
+		__u32 len;
+		__u32 offset;
+	} frag;
+	__u64 page_offset_base, vmemmap_base;
+	__u8 nr_frags;
+	const void *shinfo = RD(btf, skb, head) + RD(btf, skb, end);
+
+	if (!page_offset_base_at || !vmemmap_base_at)
+		return NULL;
+	if (bpf_probe_read_kernel(
+		&nr_frags, 1, shinfo + bpf_core_field_offset(struct skb_shared_info, nr_frags)) ||
+	    !nr_frags)
+		return NULL;
+	if (bpf_probe_read_kernel(&frag, sizeof(frag),
+				  shinfo + bpf_core_field_offset(struct skb_shared_info, frags)) ||
+	    (frag.page & 1))
+		return NULL;
+	if (bpf_probe_read_kernel(&page_offset_base, 8, (void *)page_offset_base_at) ||
+	    bpf_probe_read_kernel(&vmemmap_base, 8, (void *)vmemmap_base_at))
+		return NULL;
+	__u64 pfn = (frag.page - vmemmap_base) / bpf_core_type_size(struct page);
+
+	return (const void *)(page_offset_base + (pfn << 12) + frag.offset);
+}
+
+/*
+ * An incoming skb at the driver/GRO layer: skb->data is the IP header, in
+ * the linear part or, when nothing past skb->data is linear, at the start
+ * of the first fragment.
+ */
 static __always_inline bool parse_rx(struct tt_hdr *h, struct tcp_pkt *p, const struct sk_buff *skb,
 				     bool btf)
 {
+	const void *l3 = RD(btf, skb, data);
+
 	if (!is_ip(skb, btf))
 		return false;
-	return parse_l3(h, p, RD(btf, skb, data), 0);
+	if (RD(btf, skb, len) == RD(btf, skb, data_len))
+		l3 = frag0_data(skb, btf);
+	return l3 && parse_l3(h, p, l3, 0);
 }
 
 struct gso_info {

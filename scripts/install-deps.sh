@@ -23,6 +23,8 @@ have prometheus || need+=(prometheus)
 have promtool || need+=(prometheus)
 have chromium || need+=(chromium)
 have curl || need+=(curl)
+# The NIC lab (lab --link nic): GRO and coalescing knobs, driver counters.
+have ethtool || need+=(ethtool)
 have openssl || need+=(openssl)
 # ring (rustls) is built by the cc crate.
 have cc || need+=(gcc)

@@ -189,7 +189,9 @@ fn mss_clamp_windows_match_the_wire() {
         return;
     }
     let _serial = serial();
+    // Over veth, or over two NICs in the matrix's two-NIC guest.
     let cfg = LabConfig {
+        link: common::lab_link(),
         bytes: 16 << 20,
         ..Scenario::MssClamp.config()
     };

@@ -298,9 +298,18 @@ pub struct LabArgs {
     /// List the scenarios and exit.
     #[arg(long)]
     pub list: bool,
-    /// MTU of the veth pair.
+    /// What joins the two namespaces: `veth` (a veth pair the lab creates),
+    /// or `nic:SENDER,RECEIVER`: two NICs of this host cabled to each other,
+    /// lent to the namespaces for the run and given back after (a real
+    /// driver: its NAPI polls, GRO and TX completions).
+    #[arg(long, value_name = "veth|nic:SND,RCV", default_value = "veth")]
+    pub link: tenge_trace::lab::Link,
+    /// MTU of the link, both ends.
     #[arg(long, value_name = "N")]
     pub mtu: Option<u32>,
+    /// Generic receive offload on the receiver's interface (ethtool -K gro).
+    #[arg(long, value_name = "on|off")]
+    pub gro: Option<OnOff>,
     /// SO_RCVBUF of the receiver, set before listen().
     #[arg(long, value_name = "BYTES")]
     pub rcvbuf: Option<u32>,

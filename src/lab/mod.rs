@@ -1,5 +1,6 @@
-//! The built-in lab: two network namespaces joined by a veth pair, per-namespace
-//! TCP sysctls, an optional qdisc, and real transfers between them.
+//! The built-in lab: two network namespaces joined by a veth pair (or two
+//! NICs of the host: [`Link`]), per-namespace TCP sysctls, an optional qdisc,
+//! and real transfers between them.
 //!
 //! ```no_run
 //! use tenge_trace::lab::{Lab, Scenario};
@@ -30,6 +31,7 @@
 
 pub mod capture;
 pub mod iperf;
+pub mod link;
 pub mod netns;
 pub mod pingpong;
 pub mod scenario;
@@ -37,6 +39,7 @@ pub mod ss;
 pub mod traced;
 mod transfer;
 
+pub use link::Link;
 pub use netns::{cleanup_all_created, Netns};
 pub use scenario::Scenario;
 pub use transfer::{tcp_info, TcpInfoPoll, TcpInfoSnapshot, TransferEnds, TransferReport};
@@ -48,11 +51,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-
-/// Interface names inside the namespaces (each namespace has its own names,
-/// so every lab uses the same two).
-pub const SENDER_IFACE: &str = "veth-snd";
-pub const RECEIVER_IFACE: &str = "veth-rcv";
 
 /// 198.18.0.0/15 (RFC 2544, benchmarking), cut into /30s, one per lab.
 const LAB_NET: u32 = u32::from_be_bytes([198, 18, 0, 0]);
@@ -117,10 +115,17 @@ impl Reader {
 /// same link.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LabConfig {
-    /// veth MTU on both ends (68..=65535).
+    /// What joins the namespaces: a veth pair, or two NICs of the host.
+    #[serde(default)]
+    pub link: Link,
+    /// MTU on both ends (68..=65535 on veth; what the NIC allows on one).
     pub mtu: u32,
-    /// `gso_max_segs` on the sender's veth (1 = one-MSS skbs, like a 2003 NIC).
+    /// `gso_max_segs` on the sender's interface (1 = one-MSS skbs, like a 2003 NIC).
     pub gso_max_segs: Option<u32>,
+    /// Generic receive offload on the receiver's interface (`ethtool -K gro`);
+    /// `None` keeps the device's setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gro: Option<bool>,
     /// Root qdisc on the sender's veth as `tc` words: "pfifo" (veth is
     /// noqueue, so otherwise there are no qdisc events) or "tbf rate 1gbit
     /// burst 256kb latency 20ms" (a bottleneck). This kernel has tbf, htb,
@@ -175,8 +180,10 @@ pub struct LabConfig {
 impl Default for LabConfig {
     fn default() -> LabConfig {
         LabConfig {
+            link: Link::Veth,
             mtu: 1500,
             gso_max_segs: None,
+            gro: None,
             qdisc: None,
             window_scaling: true,
             timestamps: true,
@@ -200,16 +207,22 @@ impl Default for LabConfig {
     }
 }
 
-/// Two namespaces joined by a veth pair with addresses, links up, lo up.
-/// Dropping it removes both namespaces and with them everything inside.
+/// Two namespaces joined by a veth pair (or two lent NICs) with addresses,
+/// links up, lo up. Dropping it gives lent NICs back, then removes both
+/// namespaces and with them everything inside.
 #[derive(Debug)]
 pub struct Lab {
+    /// Before the namespaces: fields drop in order, and a NIC goes back
+    /// before its namespace goes.
+    lent: Vec<link::LentNic>,
     sender: Netns,
     receiver: Netns,
     sender_ip: Ipv4Addr,
     receiver_ip: Ipv4Addr,
     sender_ip6: Ipv6Addr,
     receiver_ip6: Ipv6Addr,
+    sender_iface: String,
+    receiver_iface: String,
     mtu: u32,
 }
 
@@ -222,30 +235,38 @@ impl Lab {
         let slot = lab_slot(std::process::id(), id);
         let (sender_ip, receiver_ip) = lab_addresses(slot);
         let (sender_ip6, receiver_ip6) = lab_addresses6(slot);
+        let (lent, sender_iface, receiver_iface) = match &cfg.link {
+            Link::Veth => {
+                add_veth_pair(&sender, &receiver)?;
+                let names = (
+                    link::SENDER_VETH.to_string(),
+                    link::RECEIVER_VETH.to_string(),
+                );
+                (Vec::new(), names.0, names.1)
+            }
+            Link::Nic {
+                sender: snd,
+                receiver: rcv,
+            } => {
+                let lent = vec![
+                    link::LentNic::lend(snd, &sender)?,
+                    link::LentNic::lend(rcv, &receiver)?,
+                ];
+                (lent, snd.clone(), rcv.clone())
+            }
+        };
         let mtu = cfg.mtu.to_string();
-        run(Command::new("ip").args([
-            "link",
-            "add",
-            SENDER_IFACE,
-            "netns",
-            sender.name(),
-            "mtu",
-            &mtu,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            RECEIVER_IFACE,
-            "netns",
-            receiver.name(),
-            "mtu",
-            &mtu,
-        ]))
-        .context("creating the veth pair")?;
         for (ns, iface, ip, ip6) in [
-            (&sender, SENDER_IFACE, sender_ip, sender_ip6),
-            (&receiver, RECEIVER_IFACE, receiver_ip, receiver_ip6),
+            (&sender, sender_iface.as_str(), sender_ip, sender_ip6),
+            (
+                &receiver,
+                receiver_iface.as_str(),
+                receiver_ip,
+                receiver_ip6,
+            ),
         ] {
+            run(ip_in(ns).args(["link", "set", iface, "mtu", &mtu]))
+                .with_context(|| format!("MTU {mtu} on {iface}"))?;
             let cidr = format!("{ip}/{PREFIX_LEN}");
             run(ip_in(ns).args(["addr", "add", &cidr, "dev", iface]))?;
             // nodad: usable at once, not after duplicate address detection.
@@ -256,7 +277,10 @@ impl Lab {
         }
         if let Some(segs) = cfg.gso_max_segs {
             let segs = segs.to_string();
-            run(ip_in(&sender).args(["link", "set", SENDER_IFACE, "gso_max_segs", &segs]))?;
+            run(ip_in(&sender).args(["link", "set", &sender_iface, "gso_max_segs", &segs]))?;
+        }
+        if let Some(on) = cfg.gro {
+            link::set_gro(Some(receiver.name()), &receiver_iface, on)?;
         }
         if let Some(qdisc) = &cfg.qdisc {
             run(Command::new("tc")
@@ -266,19 +290,22 @@ impl Lab {
                     "qdisc",
                     "add",
                     "dev",
-                    SENDER_IFACE,
+                    &sender_iface,
                     "root",
                 ])
                 .args(qdisc.split_whitespace()))
             .with_context(|| format!("qdisc {qdisc}"))?;
         }
         let lab = Lab {
+            lent,
             sender,
             receiver,
             sender_ip,
             receiver_ip,
             sender_ip6,
             receiver_ip6,
+            sender_iface,
+            receiver_iface,
             mtu: cfg.mtu,
         };
         lab.apply_sysctls(cfg)?;
@@ -357,7 +384,7 @@ impl Lab {
     }
 
     /// The namespace and interface `cfg`'s sender sends from.
-    pub fn sender_side(&self, cfg: &LabConfig) -> (&Netns, &'static str) {
+    pub fn sender_side(&self, cfg: &LabConfig) -> (&Netns, &str) {
         if cfg.loopback {
             (self.receiver_netns(), "lo")
         } else {
@@ -365,15 +392,20 @@ impl Lab {
         }
     }
 
-    pub fn sender_iface(&self) -> &'static str {
-        SENDER_IFACE
+    pub fn sender_iface(&self) -> &str {
+        &self.sender_iface
     }
 
-    pub fn receiver_iface(&self) -> &'static str {
-        RECEIVER_IFACE
+    pub fn receiver_iface(&self) -> &str {
+        &self.receiver_iface
     }
 
-    /// tcpdump on the receiver's veth (all TCP), capturing once this returns.
+    /// Whether the namespaces are joined by lent NICs (a real driver).
+    pub fn on_nics(&self) -> bool {
+        !self.lent.is_empty()
+    }
+
+    /// tcpdump on the receiver's interface (all TCP), capturing once this returns.
     /// Keep it declared after the `Lab`, so it stops before the namespaces go.
     pub fn capture_receiver(&self, path: &std::path::Path) -> Result<capture::Capture> {
         capture::Capture::start(
@@ -387,6 +419,27 @@ impl Lab {
     pub fn mtu(&self) -> u32 {
         self.mtu
     }
+}
+
+/// A veth pair between the namespaces, named [`link::SENDER_VETH`] and
+/// [`link::RECEIVER_VETH`].
+fn add_veth_pair(sender: &Netns, receiver: &Netns) -> Result<()> {
+    run(Command::new("ip").args([
+        "link",
+        "add",
+        link::SENDER_VETH,
+        "netns",
+        sender.name(),
+        "type",
+        "veth",
+        "peer",
+        "name",
+        link::RECEIVER_VETH,
+        "netns",
+        receiver.name(),
+    ]))
+    .context("creating the veth pair")?;
+    Ok(())
 }
 
 /// `ip -n NETNS`.

@@ -8,6 +8,7 @@
 //! aggregated in the kernel, no ring buffer.
 
 mod check;
+mod direct_map;
 mod hits;
 mod plan;
 mod ring;
@@ -102,7 +103,7 @@ impl Tracer {
         if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
             bail!("ring buffer size {ring_bytes} must be a power of two of at least 4096 bytes");
         }
-        let filters = FilterGlobals::of(&options.filters);
+        let filters = CommonGlobals::of(&options.filters);
         // Each CPU wakes the reader once it queued its share of a quarter ring.
         let cpus = aya::util::online_cpus().map_or(1, |cpus| cpus.len().max(1)) as u64;
         let wakeup_bytes = (u64::from(ring_bytes / 4) / cpus).max(1);
@@ -216,25 +217,28 @@ fn attach_cpu_profile(ebpf: &mut Ebpf, hz: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The filters as the `.rodata` globals of tenge_common.bpf.h, which every
-/// object that includes it has (sampling aside).
-struct FilterGlobals {
+/// The `.rodata` globals of tenge_common.bpf.h, which every object that
+/// includes it has (sampling aside): the filters, and where the kernel's
+/// direct map is.
+struct CommonGlobals {
     port: u16,
     addr_set: u8,
     addr: [u8; 16],
     netns: u32,
+    direct_map: direct_map::DirectMap,
 }
 
-impl FilterGlobals {
-    fn of(filters: &Filters) -> FilterGlobals {
+impl CommonGlobals {
+    fn of(filters: &Filters) -> CommonGlobals {
         let (addr_set, addr) = filters
             .addr
             .map_or((0, [0; 16]), |ip| (1, crate::event::abi_addr(ip).1));
-        FilterGlobals {
+        CommonGlobals {
             port: filters.port.unwrap_or(0),
             addr_set,
             addr,
             netns: filters.netns.unwrap_or(0),
+            direct_map: direct_map::DirectMap::of_this_kernel(),
         }
     }
 
@@ -243,7 +247,13 @@ impl FilterGlobals {
             .override_global("filter_port", &self.port, true)
             .override_global("filter_addr", &self.addr, true)
             .override_global("filter_addr_set", &self.addr_set, true)
-            .override_global("filter_netns", &self.netns, true);
+            .override_global("filter_netns", &self.netns, true)
+            .override_global(
+                "page_offset_base_at",
+                &self.direct_map.page_offset_base_at,
+                true,
+            )
+            .override_global("vmemmap_base_at", &self.direct_map.vmemmap_base_at, true);
     }
 }
 

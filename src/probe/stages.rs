@@ -4,7 +4,7 @@
 
 use super::plan::{self, spec, Backend, ProbeSpec};
 use super::stats::attached_program_stats;
-use super::{kernel_btf, require_privileges, FilterGlobals, Filters, ProbePlan, ProgramStats};
+use super::{kernel_btf, require_privileges, CommonGlobals, Filters, ProbePlan, ProgramStats};
 use crate::abi::{tt_hook_counts, tt_stage_stats};
 use crate::analysis::stages::{StageTotals, HOOKS, STAGES};
 use anyhow::Context;
@@ -68,7 +68,7 @@ impl StageTracer {
         );
         require_privileges()?;
         let btf = kernel_btf()?;
-        let globals = FilterGlobals::of(filters);
+        let globals = CommonGlobals::of(filters);
         let mut loader = EbpfLoader::new();
         globals.apply(loader.btf(Some(&btf)));
         let mut loaded = plan::load_object(&mut loader, STAGES_OBJ)?;

@@ -1,5 +1,8 @@
 //! Shared by the integration tests.
 
+#[allow(dead_code)]
+pub mod perf;
+
 /// Root-only tests call this first. On a developer's unprivileged run it says
 /// why the test does nothing and returns false; under CI (`CI` set) a missing
 /// privilege is a failure, never a silent skip.
@@ -165,4 +168,14 @@ pub fn link_packets(netns: &str, iface: &str) -> LinkPackets {
         rx_dropped: count("rx", "dropped"),
         tx_dropped: count("tx", "dropped"),
     }
+}
+
+/// What joins a lab's namespaces in the tests that can run over either:
+/// `TT_LAB_LINK` (`veth`, or `nic:SND,RCV` in the kernel matrix's two-NIC
+/// guest), veth by default.
+#[allow(dead_code)]
+pub fn lab_link() -> tenge_trace::lab::Link {
+    std::env::var("TT_LAB_LINK").map_or(tenge_trace::lab::Link::Veth, |link| {
+        link.parse().unwrap_or_else(|e| panic!("TT_LAB_LINK: {e}"))
+    })
 }

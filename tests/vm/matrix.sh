@@ -9,6 +9,10 @@
 # the kernel's windows and MSS; the window labs (mss-clamp, mss-mismatch,
 # sws-stall) match the wire (tcpdump) and ss -ti; stages counts a transfer;
 # watch --exit-on-alert exits 3 during a clamped transfer.
+# Then, on the kernels in TT_VM_NIC_KERNELS (default 6.12), a guest with two
+# virtio-net NICs joined by QEMU (tests/vm/in-guest-nic.sh): a window lab and
+# the path costs over a real driver, against tcpdump, the NICs' counters and
+# perf's NAPI polls.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 kernels=("$@")
@@ -26,7 +30,8 @@ for line in sys.stdin:
 bin_of() { awk -v n="$1" '$1 == n { print $2; exit }' <<<"$tests"; }
 export TT_VM_PROBES=$(bin_of probes) TT_VM_WINDOW_LAB=$(bin_of window_lab)
 export TT_VM_CORE_LAB=$(bin_of core_lab) TT_VM_CLI_STAGES=$(bin_of stages)
-for var in TT_VM_PROBES TT_VM_WINDOW_LAB TT_VM_CORE_LAB TT_VM_CLI_STAGES; do
+export TT_VM_PATHS_LAB=$(bin_of paths_lab)
+for var in TT_VM_PROBES TT_VM_WINDOW_LAB TT_VM_CORE_LAB TT_VM_CLI_STAGES TT_VM_PATHS_LAB; do
   [ -x "${!var}" ] || { echo "matrix: no test binary for $var" >&2; exit 1; }
 done
 
@@ -42,5 +47,16 @@ for kernel in "${kernels[@]}"; do
     failed+=("$kernel")
   fi
 done
+for kernel in ${TT_VM_NIC_KERNELS-6.12}; do
+  echo "== kernel matrix: Debian $kernel, two NICs =="
+  start=$(date +%s)
+  if tests/vm/run.sh "$kernel" --net env TT_VM_WINDOW_LAB="$TT_VM_WINDOW_LAB" \
+      TT_VM_PATHS_LAB="$TT_VM_PATHS_LAB" tests/vm/in-guest-nic.sh; then
+    echo "== Debian $kernel, two NICs: passed in $(( $(date +%s) - start )) s =="
+  else
+    echo "== Debian $kernel, two NICs: FAILED after $(( $(date +%s) - start )) s ==" >&2
+    failed+=("$kernel (NICs)")
+  fi
+done
 [ ${#failed[@]} -eq 0 ] || { echo "matrix: failed on ${failed[*]}" >&2; exit 1; }
-echo "matrix: passed on ${kernels[*]}"
+echo "matrix: passed on ${kernels[*]}, and over two NICs on ${TT_VM_NIC_KERNELS-6.12}"

@@ -30,10 +30,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let lab = Lab::new(&cfg)?;
     if !args.json {
         eprintln!(
-            "tenge-trace lab: {} — {} → {} over veth, MTU {}, {} bytes, window scaling {}, rcvbuf {}, {} reader",
+            "tenge-trace lab: {} — {} → {} over {}, MTU {}, {} bytes, window scaling {}, rcvbuf {}, {} reader",
             scenario.map_or("custom", |s| s.name()),
             lab.sender_addr(cfg.ipv6),
             lab.receiver_addr(cfg.ipv6),
+            match lab.on_nics() {
+                true => format!("NICs {} → {}", lab.sender_iface(), lab.receiver_iface()),
+                false => "veth".to_string(),
+            },
             cfg.mtu,
             cfg.bytes,
             if cfg.window_scaling { "on" } else { "off" },
@@ -202,8 +206,12 @@ impl Sink for LabSink<'_> {
 /// The scenario's settings (or the defaults), with the flags on top.
 fn config(scenario: Option<Scenario>, args: &LabArgs) -> LabConfig {
     let mut cfg = scenario.map_or_else(|| Scenario::MssClamp.config(), |s| s.config());
+    cfg.link = args.link.clone();
     if let Some(mtu) = args.mtu {
         cfg.mtu = mtu;
+    }
+    if let Some(gro) = args.gro {
+        cfg.gro = Some(gro == OnOff::On);
     }
     if let Some(rcvbuf) = args.rcvbuf {
         cfg.rcvbuf = Some(rcvbuf);
