@@ -167,7 +167,7 @@ fn rx_all(report: &PathReport) -> &PathEntry {
 
 fn print_report(tag: &str, run: &BulkRun) {
     eprintln!(
-        "{tag}: {} bytes in {:?}; sender veth tx {}, receiver veth rx {}; traced skbs: start_xmit {}, driver entry {}",
+        "{tag}: {} bytes in {:?}; sender interface tx {}, receiver interface rx {} packets; traced skbs: start_xmit {}, driver entry {}",
         run.transfer.bytes,
         run.transfer.elapsed,
         run.sender_tx,

@@ -9,7 +9,7 @@
 # the kernel's windows and MSS; the window labs (mss-clamp, mss-mismatch,
 # sws-stall) match the wire (tcpdump) and ss -ti; stages counts a transfer;
 # watch --exit-on-alert exits 3 during a clamped transfer.
-# Then, on the kernels in TT_VM_NIC_KERNELS (default 6.12), a guest with two
+# Then, on the kernels in TT_VM_NIC_KERNELS (default: the same), a guest with two
 # virtio-net NICs joined by QEMU (tests/vm/in-guest-nic.sh): a window lab and
 # the path costs over a real driver, against tcpdump, the NICs' counters and
 # perf's NAPI polls.
@@ -47,7 +47,7 @@ for kernel in "${kernels[@]}"; do
     failed+=("$kernel")
   fi
 done
-for kernel in ${TT_VM_NIC_KERNELS-6.12}; do
+for kernel in ${TT_VM_NIC_KERNELS-${kernels[*]}}; do
   echo "== kernel matrix: Debian $kernel, two NICs =="
   start=$(date +%s)
   if tests/vm/run.sh "$kernel" --net env TT_VM_WINDOW_LAB="$TT_VM_WINDOW_LAB" \
@@ -59,4 +59,4 @@ for kernel in ${TT_VM_NIC_KERNELS-6.12}; do
   fi
 done
 [ ${#failed[@]} -eq 0 ] || { echo "matrix: failed on ${failed[*]}" >&2; exit 1; }
-echo "matrix: passed on ${kernels[*]}, and over two NICs on ${TT_VM_NIC_KERNELS-6.12}"
+echo "matrix: passed on ${kernels[*]}, and over two NICs on ${TT_VM_NIC_KERNELS-${kernels[*]}}"

@@ -347,8 +347,11 @@ impl PathReport {
         for n in &self.napi {
             let _ = writeln!(
                 out,
-                "napi ifindex {}: {} polls, {} packets, work mean {:.1} p50 {} p99 {} max {} (budget {}), {} polls at budget ({:.1}%)",
+                "napi ifindex {}{}: {} polls, {} packets, work mean {:.1} p50 {} p99 {} max {} (budget {}), {} polls at budget ({:.1}%)",
                 n.ifindex,
+                // The backlog polls what veth, loopback and netif_rx queued:
+                // no device's NAPI, no GRO.
+                if n.ifindex == 0 { " (the per-CPU backlog, no device)" } else { "" },
                 n.polls,
                 n.packets,
                 n.work_mean,
