@@ -290,18 +290,6 @@ impl SocketCount {
     }
 }
 
-/// CPU time (user + system) of the calling thread.
-pub fn thread_cpu() -> Duration {
-    // SAFETY: getrusage fills the zeroed struct it is given.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
-        usage
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
 fn process_name(tgid: u32) -> String {
     match tgid {
         0 => "swapper".into(),

@@ -13,14 +13,9 @@
 // error, not a panic (`expect` states an invariant that holds whatever the input).
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-pub mod abi;
-pub mod analysis;
 pub mod collector;
-pub mod event;
-pub mod export;
-pub mod flow;
 pub mod lab;
 pub mod probe;
-pub mod replay;
-pub mod synth;
-pub mod trace_file;
+
+pub use tenge_analysis::{analysis, export, flow, replay, synth};
+pub use tenge_events::{abi, event, os, plan, trace_file};

@@ -457,6 +457,46 @@ fn rx_path_latency_is_consistent_with_pingpong_half_rtt() {
     );
 }
 
+/// What perf records beside the tracer in the NIC test.
+const PERF_EVENTS: [&str; 3] = [
+    "napi:napi_poll",
+    "net:napi_gro_receive_entry",
+    "net:netif_receive_skb",
+];
+
+/// Per data skb received on `iface` (1000 B or more), the time from
+/// napi_gro_receive_entry to netif_receive_skb of the same skb address, as
+/// perf saw them (GRO off: each skb goes up whole).
+fn entry_to_netif_ns(samples: &[common::perf::Sample], iface: &str) -> Vec<u64> {
+    let mut entered = std::collections::HashMap::new();
+    let mut latencies = Vec::new();
+    for s in samples.iter().filter(|s| s.field("dev") == Some(iface)) {
+        let (Some(skb), Some(len)) = (s.field("skbaddr"), s.number("len")) else {
+            continue;
+        };
+        match s.event.as_str() {
+            "net:napi_gro_receive_entry" if len >= 1000 => {
+                entered.insert(skb.to_string(), s.ts_ns);
+            }
+            "net:netif_receive_skb" => {
+                if let Some(at) = entered.remove(skb) {
+                    latencies.push(s.ts_ns - at);
+                }
+            }
+            _ => {}
+        }
+    }
+    latencies.sort_unstable();
+    latencies
+}
+
+fn quantile(sorted: &[u64], q: f64) -> u64 {
+    sorted
+        .get(((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0)
+}
+
 /// The ifindex of `iface` in `netns`.
 fn ifindex(netns: &str, iface: &str) -> u32 {
     let out = std::process::Command::new("ip")
@@ -476,7 +516,8 @@ fn ifindex(netns: &str, iface: &str) -> u32 {
 ///   and rx napi stage counts (virtio_net over QEMU's socket netdev offers
 ///   no TSO and no scatter-gather: one skb per wire segment each way);
 /// - with GRO on, the receiver's packets take the `gro_merged` path; with
-///   GRO off none does.
+///   GRO off none does, and the report's napi stage (driver entry to
+///   netif_receive_skb) has perf's quantiles for the same skbs.
 #[test]
 fn nic_stages_match_its_counters_and_napi_polls_match_perf() {
     let link = common::lab_link();
@@ -510,9 +551,9 @@ fn nic_stages_match_its_counters_and_napi_polls_match_perf() {
                 ifindex(lab.receiver_netns().name(), lab.receiver_iface()),
             ),
         ];
-        let perf = common::perf::NapiPolls::record(dir.path());
+        let perf = common::perf::Record::start(dir.path(), &PERF_EVENTS);
         let run = bulk_run(&lab, &cfg, 1);
-        let perf_polls = perf.finish();
+        let samples = perf.finish();
         print_report(
             &format!("NICs, GRO {}", if gro { "on" } else { "off" }),
             &run,
@@ -529,13 +570,16 @@ fn nic_stages_match_its_counters_and_napi_polls_match_perf() {
             .expect("polls traced");
         let last = run.napi_polls.iter().map(|p| p.0).max().unwrap_or(first);
         for (name, index) in &devices {
-            let seen: Vec<_> = perf_polls
+            let seen: Vec<_> = samples
                 .iter()
                 .filter(|p| {
-                    &p.device == name && p.ts_ns + 1_000_000 >= first && p.ts_ns <= last + 1_000_000
+                    p.event == "napi:napi_poll"
+                        && p.field("device") == Some(name.as_str())
+                        && p.ts_ns + 1_000_000 >= first
+                        && p.ts_ns <= last + 1_000_000
                 })
                 .collect();
-            let work: i64 = seen.iter().map(|p| p.work).sum();
+            let work: i64 = seen.iter().filter_map(|p| p.number("work")).sum();
             let row = run.report.napi.iter().find(|n| n.ifindex == *index);
             eprintln!(
                 "{name} (ifindex {index}): perf {} polls, work {work}; report {row:?}",
@@ -548,7 +592,8 @@ fn nic_stages_match_its_counters_and_napi_polls_match_perf() {
                 "{name}"
             );
             assert!(
-                seen.iter().all(|p| i64::from(row.budget) == p.budget),
+                seen.iter()
+                    .all(|p| p.number("budget") == Some(i64::from(row.budget))),
                 "{name}"
             );
         }
@@ -588,8 +633,40 @@ fn nic_stages_match_its_counters_and_napi_polls_match_perf() {
             .map_or(0.0, |p| p.share);
         if gro {
             assert!(merged > 0.1, "GRO on: {merged} of the packets merged");
-        } else {
-            assert_eq!(merged, 0.0, "GRO off: nothing merged");
+            continue;
+        }
+        assert_eq!(merged, 0.0, "GRO off: nothing merged");
+        // Each skb from the driver entry to netif_receive_skb, by its address
+        // in perf's samples, against the report's napi stage of the same
+        // packets.
+        let perf_napi = entry_to_netif_ns(&samples, lab.receiver_iface());
+        let ours = rx_all(&run.report)
+            .stages
+            .iter()
+            .find(|s| s.stage == "napi")
+            .expect("a napi stage");
+        eprintln!(
+            "napi stage: perf {} skbs p50 {} p90 {} ns; report {} p50 {} p90 {} ns",
+            perf_napi.len(),
+            quantile(&perf_napi, 0.5),
+            quantile(&perf_napi, 0.9),
+            ours.count,
+            ours.p50_ns,
+            ours.p90_ns
+        );
+        assert!(
+            relative_error(perf_napi.len() as u64, ours.count) <= UNSEEN_BY_THE_KERNEL,
+            "{} skbs in perf, {} in the report",
+            perf_napi.len(),
+            ours.count
+        );
+        for (q, reported) in [(0.5, ours.p50_ns), (0.9, ours.p90_ns)] {
+            let seen = quantile(&perf_napi, q);
+            assert!(
+                seen.abs_diff(reported) <= (seen / 10).max(5_000),
+                "napi p{}: perf {seen} ns, report {reported} ns",
+                q * 100.0
+            );
         }
     }
 }

@@ -48,7 +48,7 @@ fn hook_counts_match_the_veth_counters_and_every_stage_has_samples() {
     let totals = tracer.read().unwrap();
     let after = lab_packets(&lab);
     drop(tracer);
-    let summary = totals.summary();
+    let summary = StagesSummary::of(&totals);
     print_summary(&summary);
     let (tx, rx) = (after.tx - before.tx, after.rx - before.rx);
     let hook = |name: &str| {

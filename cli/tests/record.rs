@@ -214,7 +214,7 @@ fn check_json_reports_this_kernel() {
         .any(|p| p["kind"] == "window_adv" && !p["backend"].is_null()));
     assert_eq!(
         report["kernel"].as_str().unwrap(),
-        tenge_trace::trace_file::kernel_release()
+        tenge_trace::os::kernel_release()
     );
 }
 

@@ -397,7 +397,7 @@ fn poll_tcp_info(
     };
     let mut polls = Vec::new();
     while polling.load(Ordering::Relaxed) {
-        let mono_ns = crate::trace_file::clock_ns(libc::CLOCK_MONOTONIC);
+        let mono_ns = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
         match tcp_info(&stream) {
             Ok(info) => polls.push(TcpInfoPoll { mono_ns, info }),
             Err(_) => break,

@@ -12,9 +12,9 @@
 
 use super::{tracefs, Backend, BpfStatsEnabled, Tracer};
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
+pub use tenge_events::plan::HookHits;
 
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 /// PERF_ATTR_SIZE_VER5: the fields up to `sample_max_stack`.
@@ -40,23 +40,6 @@ struct PerfEventAttr {
 }
 
 const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == PERF_ATTR_SIZE as usize);
-
-/// One hooked tracepoint: its hits and its program's runs while counted.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HookHits {
-    /// The tracepoint, as `category:name`.
-    pub hook: String,
-    pub hits: u64,
-    pub runs: u64,
-}
-
-impl HookHits {
-    /// Hits that ran no program. The counters start and stop a few events
-    /// apart, on a busy hook, so this errs low by as many.
-    pub fn not_run(&self) -> u64 {
-        self.hits.saturating_sub(self.runs)
-    }
-}
 
 struct HookCounter {
     hook: String,

@@ -114,7 +114,7 @@ impl Tracer {
             .override_global("wakeup_bytes", &wakeup_bytes, true)
             .map_max_entries("events", ring_bytes);
         let mut loaded = plan::load_object(&mut loader, TENGE_OBJ)?;
-        let ladder = Backend::forced()?.unwrap_or_else(|| options.backends.clone());
+        let ladder = plan::forced_backends()?.unwrap_or_else(|| options.backends.clone());
         let plan = {
             let _tracefs = tracefs::ensure();
             plan::attach_all(&mut loaded, &btf, &ladder)

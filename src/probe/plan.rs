@@ -10,93 +10,39 @@ use aya::programs::{
     BtfTracePoint, FEntry, FExit, KProbe, Program, ProgramError, RawTracePoint, TracePoint,
 };
 use aya::{Btf, Ebpf, EbpfLoader, VerifierLogLevel};
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+pub use tenge_events::plan::{Backend, PlannedProbe, ProbePlan};
 
-/// A kind of kernel hook a probe can run from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Backend {
-    TpBtf,
-    RawTp,
-    Tracepoint,
-    Fentry,
-    Kprobe,
+/// The ladder of the debug switch [`BACKENDS_VAR`] (`fentry`, or
+/// `kprobe,raw_tp`: tried in that order), if it is set.
+pub fn forced_backends() -> anyhow::Result<Option<Vec<Backend>>> {
+    let Some(value) = std::env::var_os(BACKENDS_VAR) else {
+        return Ok(None);
+    };
+    let value = value.to_string_lossy();
+    let ladder = value
+        .split(',')
+        .map(|name| {
+            serde_json::from_value(serde_json::Value::String(name.trim().to_owned())).map_err(
+                |_| {
+                    anyhow::anyhow!(
+                        "{BACKENDS_VAR}={value}: {name:?} is not a backend (tp_btf, raw_tp, tracepoint, fentry, kprobe)"
+                    )
+                },
+            )
+        })
+        .collect::<anyhow::Result<Vec<Backend>>>()?;
+    Ok(Some(ladder))
 }
 
-impl Backend {
-    /// The order in which backends are tried: cheapest and most precise first.
-    pub const LADDER: [Backend; 5] = [
-        Backend::TpBtf,
-        Backend::RawTp,
-        Backend::Tracepoint,
-        Backend::Fentry,
-        Backend::Kprobe,
-    ];
-
-    /// The ladder of the debug switch [`BACKENDS_VAR`] (`fentry`, or
-    /// `kprobe,raw_tp`: tried in that order), if it is set.
-    pub fn forced() -> anyhow::Result<Option<Vec<Backend>>> {
-        let Some(value) = std::env::var_os(BACKENDS_VAR) else {
-            return Ok(None);
-        };
-        let value = value.to_string_lossy();
-        let ladder = value
-            .split(',')
-            .map(|name| {
-                serde_json::from_value(serde_json::Value::String(name.trim().to_owned())).map_err(
-                    |_| {
-                        anyhow::anyhow!(
-                            "{BACKENDS_VAR}={value}: {name:?} is not a backend (tp_btf, raw_tp, tracepoint, fentry, kprobe)"
-                        )
-                    },
-                )
-            })
-            .collect::<anyhow::Result<Vec<Backend>>>()?;
-        Ok(Some(ladder))
-    }
-
-    /// Suffix of the C program names (`<probe>_<suffix>`) for this backend.
-    fn program_suffix(self) -> &'static str {
-        match self {
-            Backend::TpBtf => "btf",
-            Backend::RawTp => "raw",
-            Backend::Tracepoint => "tp",
-            Backend::Fentry => "fentry",
-            Backend::Kprobe => "kprobe",
-        }
-    }
-}
-
-/// What happened to one probe: the backend it runs on (None: nothing
-/// attached) and every backend tried before, with the kernel's error.
-/// Backends the probe has no program for are not tried (classic
-/// tcp:tcp_sendmsg_locked has no socket pointer; fentry/kprobe flavours exist
-/// for sendmsg, window_adv, tcp_rcv, data_ready and app_read (fexit; no
-/// kprobe: a kretprobe does not see the socket)).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlannedProbe {
-    /// The tracepoint, as `category:name`.
-    pub hook: String,
-    /// The event kind it emits (see `event::kind_name`).
-    pub kind: String,
-    pub backend: Option<Backend>,
-    /// The C function that is attached (empty when nothing is).
-    pub program: String,
-    pub tried: Vec<(Backend, String)>,
-    /// The findings this probe's events feed: what is lost without it.
-    #[serde(default)]
-    pub feeds: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProbePlan {
-    pub probes: Vec<PlannedProbe>,
-}
-
-impl ProbePlan {
-    pub fn attached(&self) -> impl Iterator<Item = &PlannedProbe> {
-        self.probes.iter().filter(|p| p.backend.is_some())
+/// Suffix of the C program names (`<probe>_<suffix>`) for a backend.
+fn program_suffix(backend: Backend) -> &'static str {
+    match backend {
+        Backend::TpBtf => "btf",
+        Backend::RawTp => "raw",
+        Backend::Tracepoint => "tp",
+        Backend::Fentry => "fentry",
+        Backend::Kprobe => "kprobe",
     }
 }
 
@@ -208,7 +154,7 @@ const PROBES: &[ProbeSpec] = &[
 ];
 
 /// A debug switch: the backends every probe may use, in order, for every
-/// command (see [`Backend::forced`]).
+/// command (see [`forced_backends`]).
 pub const BACKENDS_VAR: &str = "TENGE_TRACE_BACKENDS";
 
 /// Set (to anything) to have the kernel verifier's log in the reasons a
@@ -358,7 +304,7 @@ fn attach_probe(
 /// forms, by name. Not every probe has every backend (no fentry without a
 /// function).
 fn program_forms(ebpf: &Ebpf, spec: &ProbeSpec, backend: Backend) -> Vec<String> {
-    let base = format!("{}_{}", spec.prefix, backend.program_suffix());
+    let base = format!("{}_{}", spec.prefix, program_suffix(backend));
     let variant = format!("{base}__");
     let mut forms: Vec<String> = ebpf
         .programs()

@@ -1,22 +1,29 @@
 //! Loading `bpf/stages.bpf.c` and reading its maps: stage latencies and
 //! per-hook counts aggregated in the kernel, nothing per packet sent to user
-//! space. What the numbers mean is [`crate::analysis::stages`].
+//! space. What the numbers mean is
+//! `tenge_trace::analysis::stages`'s.
 
 use super::plan::{self, spec, Backend, ProbeSpec};
 use super::stats::attached_program_stats;
 use super::{kernel_btf, require_privileges, CommonGlobals, Filters, ProbePlan, ProgramStats};
 use crate::abi::{tt_hook_counts, tt_stage_stats};
-use crate::analysis::stages::{StageTotals, HOOKS, STAGES};
 use anyhow::Context;
 use aya::maps::PerCpuArray;
 use aya::{Ebpf, EbpfLoader};
+use tenge_events::stage_maps::{StageTotals, HOOKS, STAGES};
 
 static STAGES_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stages.bpf.o"));
 
+/// A map value as aya reads it: the ABI struct, which lives in the events
+/// crate (no aya there), wrapped.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct MapValue<T>(T);
+
 // SAFETY: plain C structs of integers, no padding (bindgen's layout tests).
-unsafe impl aya::Pod for tt_stage_stats {}
+unsafe impl aya::Pod for MapValue<tt_stage_stats> {}
 // SAFETY: as above.
-unsafe impl aya::Pod for tt_hook_counts {}
+unsafe impl aya::Pod for MapValue<tt_hook_counts> {}
 
 /// The programs of stages.bpf.c, tp_btf only: a hook this kernel refuses is
 /// left out (its counters stay 0) and named in the plan.
@@ -87,12 +94,16 @@ impl StageTracer {
     /// The maps now, summed over CPUs: totals since [`StageTracer::start`].
     pub fn read(&self) -> anyhow::Result<StageTotals> {
         let mut totals = StageTotals::default();
-        self.for_each_cpu("tt_stage_stats", STAGES, |stage, cpu| {
-            totals.add_stage(stage, cpu)
-        })?;
-        self.for_each_cpu("tt_hook_counts", HOOKS, |hook, cpu| {
-            totals.add_hook(hook, cpu)
-        })?;
+        self.for_each_cpu(
+            "tt_stage_stats",
+            STAGES,
+            |stage, cpu: &MapValue<tt_stage_stats>| totals.add_stage(stage, &cpu.0),
+        )?;
+        self.for_each_cpu(
+            "tt_hook_counts",
+            HOOKS,
+            |hook, cpu: &MapValue<tt_hook_counts>| totals.add_hook(hook, &cpu.0),
+        )?;
         Ok(totals)
     }
 

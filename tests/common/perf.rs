@@ -1,41 +1,66 @@
-//! `perf record -e napi:napi_poll`, system-wide: every NAPI poll the kernel
-//! made while it ran, by a tool nobody here wrote (ground truth for the
-//! tracer's polls and their work).
+//! `perf record` of tracepoints, system-wide, read back with `perf script`:
+//! what the kernel's own tracepoints said while it ran, by a tool nobody
+//! here wrote (ground truth for the tracer's events and their times).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// One poll as perf saw it.
+/// One tracepoint hit as perf printed it.
 #[derive(Clone, Debug)]
-pub struct Poll {
+pub struct Sample {
     /// CLOCK_MONOTONIC (`perf record -k CLOCK_MONOTONIC`), as the tracer's.
     pub ts_ns: u64,
-    pub device: String,
-    pub work: i64,
-    pub budget: i64,
+    /// e.g. `napi:napi_poll`.
+    pub event: String,
+    /// The tracepoint's own print format, filled in.
+    pub trace: String,
 }
 
-pub struct NapiPolls {
+impl Sample {
+    /// A field printed as `key=value` or as `key value`.
+    pub fn field(&self, key: &str) -> Option<&str> {
+        let mut words = self.trace.split_whitespace();
+        while let Some(word) = words.next() {
+            if let Some(value) = word.strip_prefix(key).and_then(|v| v.strip_prefix('=')) {
+                return Some(value);
+            }
+            if word == key {
+                return words.next();
+            }
+        }
+        None
+    }
+
+    pub fn number(&self, key: &str) -> Option<i64> {
+        let value = self.field(key)?;
+        match value.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok().map(|v| v as i64),
+            None => value.parse().ok(),
+        }
+    }
+}
+
+pub struct Record {
     child: Option<Child>,
     data: PathBuf,
 }
 
-impl NapiPolls {
-    /// Starts recording; returns once perf is counting (it wrote its header).
-    pub fn record(dir: &Path) -> NapiPolls {
-        let data = dir.join("napi.perf");
+impl Record {
+    /// Starts recording `events`; returns once perf is counting.
+    pub fn start(dir: &Path, events: &[&str]) -> Record {
+        let data = dir.join("tracepoints.perf");
         let child = Command::new("perf")
             .args([
                 "record",
                 "-q",
-                "-e",
-                "napi:napi_poll",
                 "-a",
                 "-k",
                 "CLOCK_MONOTONIC",
-                "-o",
+                "-e",
+                &events.join(","),
             ])
+            .arg("-o")
             .arg(&data)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -48,17 +73,17 @@ impl NapiPolls {
         }
         // The header is written before the events are enabled.
         std::thread::sleep(Duration::from_secs(1));
-        NapiPolls {
+        Record {
             child: Some(child),
             data,
         }
     }
 
-    /// Stops perf (SIGINT, as Ctrl-C) and reads its polls back.
-    pub fn finish(mut self) -> Vec<Poll> {
+    /// Stops perf (SIGINT, as Ctrl-C) and reads its samples back, in time order.
+    pub fn finish(mut self) -> Vec<Sample> {
         self.interrupt();
         let out = Command::new("perf")
-            .args(["script", "--ns", "-F", "time,trace", "-i"])
+            .args(["script", "--ns", "-F", "time,event,trace", "-i"])
             .arg(&self.data)
             .output()
             .expect("perf script");
@@ -67,10 +92,12 @@ impl NapiPolls {
             "perf script: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        String::from_utf8_lossy(&out.stdout)
+        let mut samples: Vec<Sample> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(parse)
-            .collect()
+            .collect();
+        samples.sort_by_key(|s| s.ts_ns);
+        samples
     }
 
     fn interrupt(&mut self) {
@@ -82,28 +109,20 @@ impl NapiPolls {
     }
 }
 
-impl Drop for NapiPolls {
+impl Drop for Record {
     fn drop(&mut self) {
         self.interrupt();
     }
 }
 
-/// `  1234.567890123: napi poll on napi struct 0xffff... for device eth1 work 3 budget 64`
-fn parse(line: &str) -> Option<Poll> {
-    let (time, trace) = line.trim().split_once(": ")?;
+/// `  1234.567890123: napi:napi_poll: napi poll on napi struct 0x… for device eth1 work 3 budget 64`
+fn parse(line: &str) -> Option<Sample> {
+    let (time, rest) = line.trim().split_once(": ")?;
+    let (event, trace) = rest.split_once(": ")?;
     let (secs, nanos) = time.split_once('.')?;
-    let ts_ns = secs.parse::<u64>().ok()? * 1_000_000_000 + nanos.parse::<u64>().ok()?;
-    let words: Vec<&str> = trace.split_whitespace().collect();
-    let after = |key: &str| {
-        words
-            .iter()
-            .position(|w| *w == key)
-            .and_then(|i| words.get(i + 1))
-    };
-    Some(Poll {
-        ts_ns,
-        device: after("device")?.to_string(),
-        work: after("work")?.parse().ok()?,
-        budget: after("budget")?.parse().ok()?,
+    Some(Sample {
+        ts_ns: secs.parse::<u64>().ok()? * 1_000_000_000 + nanos.parse::<u64>().ok()?,
+        event: event.trim().to_string(),
+        trace: trace.to_string(),
     })
 }

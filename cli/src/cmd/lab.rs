@@ -12,8 +12,9 @@ use tenge_trace::event::Event;
 use tenge_trace::export::table::{bps, bytes, render_report};
 use tenge_trace::lab::traced::run_traced_with;
 use tenge_trace::lab::{ss, Lab, LabConfig, Reader, Scenario};
+use tenge_trace::os::{clock_ns, kernel_release};
 use tenge_trace::probe::{Filters, ProbePlan, TracerOptions};
-use tenge_trace::trace_file::{clock_ns, kernel_release, TraceMeta, TraceSummary, TraceWriter};
+use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
 
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     if args.list {

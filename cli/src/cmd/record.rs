@@ -5,8 +5,9 @@ use crate::cli::RecordArgs;
 use std::process::ExitCode;
 use std::time::Instant;
 use tenge_trace::collector::{CollectStats, Collector, Recording, Sink};
+use tenge_trace::os::clock_ns;
 use tenge_trace::probe::{HitCounter, HookHits};
-use tenge_trace::trace_file::{clock_ns, KernelPointers, TraceMeta, TraceSummary, TraceWriter};
+use tenge_trace::trace_file::{KernelPointers, TraceMeta, TraceSummary, TraceWriter};
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;

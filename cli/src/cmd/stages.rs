@@ -85,7 +85,7 @@ struct Intervals {
 impl Intervals {
     /// Ends the current interval at the maps' totals `now`: its table and its JSON.
     fn close(&mut self, now: StageTotals) -> (String, IntervalSummary) {
-        let summary = now.since(&self.last).summary();
+        let summary = StagesSummary::of(&now.since(&self.last));
         let at = Instant::now();
         let (start_s, end_s) = (
             (self.last_at - self.started).as_secs_f64(),
@@ -149,7 +149,7 @@ pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
     if interval.is_some() && intervals.last_at.elapsed() >= TICK {
         close(&mut intervals, &mut json)?;
     }
-    let totals = tracer.read()?.summary();
+    let totals = StagesSummary::of(&tracer.read()?);
     let elapsed_s = started.elapsed().as_secs_f64();
     let child_status = child.map(|child| child.finish(&flags));
     let end_reason = session::end_reason(&flags, child_status.is_some(), deadline.is_some());

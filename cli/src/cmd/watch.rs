@@ -20,7 +20,7 @@ use tenge_trace::export::metrics_server::{Access, MetricsServer};
 use tenge_trace::export::prometheus::Snapshot;
 use tenge_trace::export::table::render_report;
 use tenge_trace::export::web_config;
-use tenge_trace::trace_file::{clock_ns, kernel_release};
+use tenge_trace::os::{clock_ns, kernel_release};
 
 /// Exit status when `--exit-on-alert` fired.
 const EXIT_ALERT: u8 = 3;

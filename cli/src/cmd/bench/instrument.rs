@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tenge_trace::collector::{thread_cpu, CollectStats, Collector, Recording};
+use tenge_trace::collector::{CollectStats, Collector, Recording};
+use tenge_trace::os::thread_cpu;
 use tenge_trace::probe::{Filters, ProgramStats, StageTracer, Tracer, TracerOptions};
 use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
 

@@ -212,7 +212,7 @@ impl Machine {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0);
         Machine {
-            kernel: tenge_trace::trace_file::kernel_release(),
+            kernel: tenge_trace::os::kernel_release(),
             cpu_model: field(&cpuinfo, "model name").unwrap_or_else(|| "unknown".into()),
             cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
             memory_bytes: memory_kib * 1024,

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance};
-use tenge_trace::collector::thread_cpu;
+use tenge_trace::os::thread_cpu;
 use tenge_trace::synth::{Connection, Ending, Socket};
 use tenge_trace::trace_file::{TraceMeta, TraceReader, TraceSummary, TraceWriter};
 

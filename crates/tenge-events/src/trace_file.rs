@@ -17,7 +17,8 @@
 //! outright loses the events of about that long at most.
 
 use crate::event::{record_len, Event};
-use crate::probe::HookHits;
+use crate::os::clock_ns;
+use crate::plan::HookHits;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -168,8 +169,8 @@ impl TraceMeta {
             format_version: FORMAT_VERSION,
             abi_version: crate::abi::TT_ABI_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
-            kernel_release: uname_field(|u| &u.release),
-            hostname: uname_field(|u| &u.nodename),
+            kernel_release: crate::os::kernel_release(),
+            hostname: crate::os::hostname(),
             boot_offset_ns: clock_ns(libc::CLOCK_REALTIME) as i64
                 - clock_ns(libc::CLOCK_MONOTONIC) as i64,
             started_unix_ns: clock_ns(libc::CLOCK_REALTIME),
@@ -511,7 +512,7 @@ impl TraceReader {
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
             .map_err(io_err)?;
-        set_blocking(&file).map_err(io_err)?;
+        crate::os::set_fd_flags(&file, 0, libc::O_NONBLOCK).map_err(io_err)?;
         TraceReader::from_reader(Box::new(file), path)
     }
 
@@ -643,7 +644,7 @@ impl TraceReader {
     /// [`for_each`](Self::for_each) that also shows `f`, with each event, the
     /// ones [`LOOK_AHEAD`] and twice that many records on in the same block
     /// (if any): time to start loading what they will need (see
-    /// [`Analysis::prefetch`](crate::analysis::Analysis::prefetch)). Records
+    /// `Analysis::prefetch` in tenge_trace::analysis). Records
     /// are decoded once, into a ring, that far ahead of `f`.
     pub fn for_each_ahead(
         &mut self,
@@ -842,47 +843,6 @@ impl TraceReader {
 
 fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-}
-
-fn set_blocking(file: &File) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let fd = file.as_raw_fd();
-    // SAFETY: fcntl on an fd this file owns.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-pub fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid clock id and out pointer.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn uname_field(pick: impl Fn(&libc::utsname) -> &[libc::c_char; 65]) -> String {
-    // SAFETY: utsname is plain old data filled by the kernel.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return String::new();
-    }
-    let field = pick(&u);
-    let bytes: Vec<u8> = field
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// The kernel release (`uname -r`).
-pub fn kernel_release() -> String {
-    uname_field(|u| &u.release)
 }
 
 #[cfg(test)]

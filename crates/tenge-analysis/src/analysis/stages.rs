@@ -1,7 +1,7 @@
 //! What the in-kernel stage histograms (`bpf/stages.bpf.c`, `tenge-trace
 //! stages`) say: samples, mean, quantiles and maximum per stage, packets and
 //! bytes per hook. Pure arithmetic over the map values, summed over CPUs by
-//! the reader ([`crate::probe::StageTracer`]): no BPF here.
+//! the reader (`tenge_trace::probe::StageTracer`): no BPF here.
 //!
 //! Buckets are log-linear (`TT_HIST_SUB_BITS` in `bpf/tenge_abi.h`): 4 per
 //! power of two, each at most a quarter of its lower end wide. A quantile is
@@ -9,52 +9,11 @@
 //! that bucket's lower end of the true value (exact below 8 ns).
 
 use super::paths::{aligned, micros};
-use crate::abi::{
-    tt_hook_counts, tt_stage, tt_stage_hook, tt_stage_stats, TT_HIST_BUCKETS, TT_HIST_SUB_BITS,
-};
+use crate::abi::tt_stage_stats;
 use serde::Serialize;
-
-pub const STAGES: usize = tt_stage::TT_STAGE_MAX as usize;
-pub const HOOKS: usize = tt_stage_hook::TT_HOOK_MAX as usize;
-const BUCKETS: usize = TT_HIST_BUCKETS as usize;
-const SUB: u64 = 1 << TT_HIST_SUB_BITS;
-
-/// Stage names, by `enum tt_stage`: the path analysis's names.
-pub const STAGE_NAMES: [&str; STAGES] = ["qdisc", "driver", "napi", "ip_tcp"];
-
-/// Hook names, by `enum tt_stage_hook`: the tracepoints (rx_entry is any
-/// of the three driver entry points).
-pub const HOOK_NAMES: [&str; HOOKS] = [
-    "net_dev_queue",
-    "net_dev_start_xmit",
-    "net_dev_xmit",
-    "rx_entry",
-    "netif_receive_skb",
-    "tcp_probe",
-];
-
-/// The bucket `ns` falls in, as `hist_bucket` in stages.bpf.c computes it.
-pub fn bucket_of(ns: u64) -> usize {
-    if ns < SUB {
-        return ns as usize;
-    }
-    let e = u64::from(ns.ilog2());
-    let sub = (ns >> (e - u64::from(TT_HIST_SUB_BITS))) & (SUB - 1);
-    let bucket = (e - u64::from(TT_HIST_SUB_BITS) + 1) * SUB + sub;
-    (bucket as usize).min(BUCKETS - 1)
-}
-
-/// The values bucket `b` holds: `[low, high)` (the last bucket also holds
-/// everything above).
-pub fn bucket_range(b: usize) -> (u64, u64) {
-    let b = b as u64;
-    if b < SUB {
-        return (b, b + 1);
-    }
-    let shift = b / SUB - 1;
-    let low = (SUB + b % SUB) << shift;
-    (low, low + (1 << shift))
-}
+pub use tenge_events::stage_maps::{
+    bucket_of, bucket_range, StageTotals, BUCKETS, HOOKS, HOOK_NAMES, STAGES, STAGE_NAMES,
+};
 
 /// The middle of a bucket: what a quantile that falls in it reads.
 fn bucket_middle(b: usize) -> u64 {
@@ -181,66 +140,18 @@ impl StagesSummary {
     }
 }
 
-/// The maps' values summed over CPUs, since the programs were attached.
-#[derive(Clone, Debug, Default)]
-pub struct StageTotals {
-    pub stages: [tt_stage_stats; STAGES],
-    pub hooks: [tt_hook_counts; HOOKS],
-}
-
-impl StageTotals {
-    /// Adds one CPU's value of a stage (the maximum is the CPUs' maximum).
-    pub fn add_stage(&mut self, stage: usize, cpu: &tt_stage_stats) {
-        let s = &mut self.stages[stage];
-        s.count += cpu.count;
-        s.sum_ns += cpu.sum_ns;
-        s.max_ns = s.max_ns.max(cpu.max_ns);
-        s.unmatched += cpu.unmatched;
-        for (total, n) in s.buckets.iter_mut().zip(&cpu.buckets) {
-            *total += n;
-        }
-    }
-
-    pub fn add_hook(&mut self, hook: usize, cpu: &tt_hook_counts) {
-        self.hooks[hook].packets += cpu.packets;
-        self.hooks[hook].bytes += cpu.bytes;
-    }
-
-    /// What happened between `earlier` and these totals. The kernel keeps
-    /// one maximum since the start, so an interval's is bounded instead: by
-    /// the top of its highest bucket, and by the overall maximum.
-    pub fn since(&self, earlier: &StageTotals) -> StageTotals {
-        let mut delta = self.clone();
-        for (s, e) in delta.stages.iter_mut().zip(&earlier.stages) {
-            s.count -= e.count;
-            s.sum_ns -= e.sum_ns;
-            s.unmatched -= e.unmatched;
-            for (n, old) in s.buckets.iter_mut().zip(&e.buckets) {
-                *n -= old;
-            }
-            s.max_ns = s
-                .buckets
-                .iter()
-                .rposition(|&n| n > 0)
-                .map_or(0, |b| s.max_ns.min(bucket_range(b).1 - 1));
-        }
-        for (h, e) in delta.hooks.iter_mut().zip(&earlier.hooks) {
-            h.packets -= e.packets;
-            h.bytes -= e.bytes;
-        }
-        delta
-    }
-
-    pub fn summary(&self) -> StagesSummary {
+/// What the totals say, per stage and per hook.
+impl StagesSummary {
+    pub fn of(totals: &StageTotals) -> StagesSummary {
         StagesSummary {
             stages: STAGE_NAMES
                 .iter()
-                .zip(&self.stages)
+                .zip(&totals.stages)
                 .map(|(&name, s)| StageSummary::of(name, s))
                 .collect(),
             hooks: HOOK_NAMES
                 .iter()
-                .zip(&self.hooks)
+                .zip(&totals.hooks)
                 .map(|(&hook, h)| HookSummary {
                     hook,
                     packets: h.packets,
@@ -254,6 +165,7 @@ impl StageTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::{tt_hook_counts, tt_stage, tt_stage_hook};
 
     #[test]
     fn buckets_by_hand() {
@@ -391,7 +303,7 @@ mod tests {
         let mut totals = StageTotals::default();
         totals.add_stage(2, &stage(&[1500, 2500]));
         totals.add_hook(3, &hook(2, 3000));
-        let table = totals.summary().render_table();
+        let table = StagesSummary::of(&totals).render_table();
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 1 + STAGES + 1 + 1 + HOOKS, "{table}");
         // 1500 is in [1280, 1536), 2500 in [2048, 2560): middles 1407 and 2303

@@ -47,7 +47,7 @@
 use crate::analysis::paths::StageLatency;
 use crate::analysis::window::{ActiveAlerts, AlertKind, LimitFractions, LimitTimes, LiveWindow};
 use crate::analysis::Analysis;
-use crate::probe::ProbePlan;
+use crate::plan::ProbePlan;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{text, DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::ConstCounter;

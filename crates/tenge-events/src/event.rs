@@ -478,7 +478,7 @@ impl FlowKey {
 }
 
 /// An IPv4 end as one word, address << 16 | port: how key lookups compare it.
-pub(crate) fn v4_word(end: &SocketAddrV4) -> u64 {
+pub fn v4_word(end: &SocketAddrV4) -> u64 {
     u64::from(end.ip().to_bits()) << 16 | u64::from(end.port())
 }
 

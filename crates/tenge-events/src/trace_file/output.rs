@@ -20,7 +20,6 @@
 
 use std::fs::File;
 use std::io::{self, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::JoinHandle;
@@ -120,7 +119,7 @@ impl Output {
                     // Gone only when the output is finished.
                     let _ = done.send(buffer);
                 }
-                disk.cpu = crate::collector::thread_cpu();
+                disk.cpu = crate::os::thread_cpu();
                 Ok(disk)
             })?;
         let pages_per_buffer = capacity.div_ceil(PAGE).max(2);
@@ -298,18 +297,10 @@ impl Disk {
 }
 
 fn set_direct(file: &File, on: bool) -> io::Result<()> {
-    let fd = file.as_raw_fd();
-    // SAFETY: fcntl on an fd this file owns.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    let flags = match on {
-        true => flags | libc::O_DIRECT,
-        false => flags & !libc::O_DIRECT,
-    };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
-        return Err(io::Error::last_os_error());
+    match on {
+        true => crate::os::set_fd_flags(file, libc::O_DIRECT, 0),
+        false => crate::os::set_fd_flags(file, 0, libc::O_DIRECT),
     }
-    Ok(())
 }
 
 #[cfg(test)]
