@@ -11,7 +11,7 @@ use crate::abi::{tt_hdr, tt_kind};
 use crate::event::{is_incoming_packet, record_len, Body, Event};
 use crate::flow::FastHasher;
 use crate::probe::Tracer;
-use crate::trace_file::{TraceError, TraceWriter, FLUSH_EVERY};
+use crate::trace_file::{TraceError, TraceSummary, TraceWriter, FLUSH_EVERY};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::BuildHasherDefault;
 use std::mem::offset_of;
@@ -69,6 +69,30 @@ pub struct CollectStats {
 impl CollectStats {
     pub fn lost_total(&self) -> u64 {
         self.lost.iter().sum()
+    }
+
+    /// Records lost per kind name; kinds that lost none are left out.
+    pub fn lost_by_name(&self) -> BTreeMap<String, u64> {
+        self.lost
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .filter_map(|(kind, &n)| Some((crate::event::kind_name(kind as u8)?.to_string(), n)))
+            .collect()
+    }
+
+    /// The trailer of a recording these stats end, ending now for
+    /// `end_reason`; the caller adds what only it knows (stacks, process
+    /// names, hook hits).
+    pub fn trace_summary(&self, end_reason: &str) -> TraceSummary {
+        TraceSummary {
+            events: self.events,
+            lost: self.lost_by_name(),
+            duration_ns: self.elapsed.as_nanos() as u64,
+            ended_unix_ns: crate::os::clock_ns(libc::CLOCK_REALTIME),
+            end_reason: end_reason.into(),
+            ..TraceSummary::default()
+        }
     }
 }
 
@@ -241,7 +265,7 @@ impl Recording {
     }
 
     /// Writes the trailer: see [`TraceWriter::finish`].
-    pub fn finish(self, summary: &crate::trace_file::TraceSummary) -> Result<Duration, TraceError> {
+    pub fn finish(self, summary: &TraceSummary) -> Result<Duration, TraceError> {
         self.writer.finish(summary)
     }
 }

@@ -12,9 +12,9 @@ use tenge_trace::event::Event;
 use tenge_trace::export::table::{bps, bytes, render_report};
 use tenge_trace::lab::traced::run_traced_with;
 use tenge_trace::lab::{ss, Lab, LabConfig, Reader, Scenario};
-use tenge_trace::os::{clock_ns, kernel_release};
+use tenge_trace::os::kernel_release;
 use tenge_trace::probe::{Filters, ProbePlan, TracerOptions};
-use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
+use tenge_trace::trace_file::{TraceMeta, TraceWriter};
 
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     if args.list {
@@ -51,10 +51,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let writer = RefCell::new(None);
     let started = |plan: &ProbePlan, filters: &Filters| {
         if let Some(path) = &args.output {
-            let mut meta = TraceMeta::for_this_host();
-            meta.sample_every = args.sample;
-            meta.probe_plan = serde_json::to_value(plan)?;
-            meta.filters = serde_json::to_value(filters)?;
+            let meta = TraceMeta::of_session(plan, filters, args.sample)?;
             *writer.borrow_mut() = Some(TraceWriter::create(path, &meta)?);
         }
         Ok(())
@@ -105,25 +102,17 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         Err(err) => return Err(err),
     };
     if let (Some(writer), Some(path)) = (writer.into_inner(), &args.output) {
-        writer.finish(&TraceSummary {
-            events: run.stats.events,
-            lost: session::lost_by_name(&run.stats.lost),
-            duration_ns: run.stats.elapsed.as_nanos() as u64,
-            ended_unix_ns: clock_ns(libc::CLOCK_REALTIME),
-            end_reason: if flags.interrupted() {
-                "interrupted"
-            } else {
-                "transfer done"
-            }
-            .into(),
-            ..Default::default()
-        })?;
+        let end_reason = match flags.interrupted() {
+            true => "interrupted",
+            false => "transfer done",
+        };
+        writer.finish(&run.stats.trace_summary(end_reason))?;
         eprintln!("tenge-trace lab: trace written to {}", path.display());
     }
     let report = analysis.finish(Provenance {
         kernel_release: kernel_release(),
         sample_every: args.sample,
-        lost: session::lost_by_name(&run.stats.lost),
+        lost: run.stats.lost_by_name(),
         hits_not_run: None,
         damage: None,
     });

@@ -5,7 +5,6 @@ use crate::cli::RecordArgs;
 use std::process::ExitCode;
 use std::time::Instant;
 use tenge_trace::collector::{CollectStats, Collector, Recording, Sink};
-use tenge_trace::os::clock_ns;
 use tenge_trace::probe::{HitCounter, HookHits};
 use tenge_trace::trace_file::{KernelPointers, TraceMeta, TraceSummary, TraceWriter};
 
@@ -18,10 +17,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .then(|| HitCounter::start(&tracer))
         .transpose()?;
 
-    let mut meta = TraceMeta::for_this_host();
-    meta.probe_plan = serde_json::to_value(tracer.plan())?;
-    meta.filters = serde_json::to_value(session::filters(&args.filters)?)?;
-    meta.sample_every = args.filters.sample;
+    let filters = session::filters(&args.filters)?;
+    let mut meta = TraceMeta::of_session(tracer.plan(), &filters, args.filters.sample)?;
     meta.command = args.command.clone();
     if args.keep_kernel_pointers {
         meta.kernel_pointers = KernelPointers::Kept;
@@ -57,17 +54,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let end_reason = session::end_reason(&flags, child_status.is_some(), deadline.is_some());
     let hook_hits = hit_counter.map(|c| c.stop(&tracer)).transpose()?;
     let summary = TraceSummary {
-        events: stats.events,
-        lost: session::lost_by_name(&stats.lost),
-        duration_ns: stats.elapsed.as_nanos() as u64,
-        ended_unix_ns: clock_ns(libc::CLOCK_REALTIME),
-        end_reason: end_reason.into(),
         stacks: tracer
             .resolve_stacks(&recording.stack_ids())
             .into_iter()
             .collect(),
         process_names: recording.take_process_names(),
         hook_hits,
+        ..stats.trace_summary(end_reason)
     };
     drop(tracer);
     let flows = recording.sockets();

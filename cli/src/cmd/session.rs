@@ -275,12 +275,3 @@ pub fn report_lost(stats: &CollectStats) -> u64 {
     }
     lost
 }
-
-/// Lost counts by kind name, for files and JSON.
-pub fn lost_by_name(lost: &[u64]) -> std::collections::BTreeMap<String, u64> {
-    lost.iter()
-        .enumerate()
-        .filter(|(_, &n)| n > 0)
-        .filter_map(|(kind, &n)| Some((tenge_trace::event::kind_name(kind as u8)?.to_string(), n)))
-        .collect()
-}

@@ -86,7 +86,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
                     &analysis,
                     args.prometheus_flows,
                     stats.events,
-                    session::lost_by_name(&stats.lost),
+                    stats.lost_by_name(),
                     plan,
                 ));
             }
@@ -96,7 +96,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     progress.done();
     drop(tracer);
     drop(metrics);
-    let lost = session::lost_by_name(&stats.lost);
+    let lost = stats.lost_by_name();
     let report = analysis.into_inner().finish(Provenance {
         kernel_release: kernel_release(),
         sample_every: args.filters.sample,

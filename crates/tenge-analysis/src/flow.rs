@@ -394,18 +394,6 @@ impl FlowTable {
         Some(i)
     }
 
-    /// The cookie of the socket an event belongs to, without recording anything.
-    pub fn cookie_of(&self, ev: &Event) -> Option<u64> {
-        match self.own_cookie(ev) {
-            Some(cookie) => Some(cookie),
-            None => {
-                let key = EventKey::of(ev);
-                let found = self.by_key.get_event(&key);
-                Some(self.flows[found.or_else(|| self.drop_on_other_path(ev))?].sock_cookie)
-            }
-        }
-    }
-
     /// The cookie an event carries of its own socket (not an incoming packet's).
     #[inline]
     fn own_cookie(&self, ev: &Event) -> Option<u64> {

@@ -18,7 +18,7 @@
 
 use crate::event::{record_len, Event};
 use crate::os::clock_ns;
-use crate::plan::HookHits;
+use crate::plan::{HookHits, ProbePlan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -180,6 +180,22 @@ impl TraceMeta {
             kernel_pointers: KernelPointers::Hashed,
             ..Default::default()
         }
+    }
+
+    /// The header of a recording on this host by the probes of `plan`,
+    /// kept by `filters`, sampling 1 in `sample_every`: what every command
+    /// that records writes first.
+    pub fn of_session(
+        plan: &ProbePlan,
+        filters: &impl Serialize,
+        sample_every: u32,
+    ) -> serde_json::Result<TraceMeta> {
+        Ok(TraceMeta {
+            probe_plan: serde_json::to_value(plan)?,
+            filters: serde_json::to_value(filters)?,
+            sample_every,
+            ..TraceMeta::for_this_host()
+        })
     }
 }
 
@@ -849,6 +865,29 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
 mod tests {
     use super::*;
     use crate::event::{abi_addr, tt_hdr, tt_window_adv, Body};
+
+    /// Every command that records (record, lab -o, the bench)
+    /// writes its plan, filters and sampling into the header.
+    #[test]
+    fn a_session_header_carries_plan_filters_and_sampling() {
+        use crate::plan::PlannedProbe;
+        let plan = ProbePlan {
+            probes: vec![PlannedProbe {
+                hook: "tcp:tcp_probe".into(),
+                kind: "tcp_rcv".into(),
+                backend: None,
+                program: String::new(),
+                tried: Vec::new(),
+                feeds: String::new(),
+            }],
+        };
+        let filters = serde_json::json!({"port": 5201});
+        let meta = TraceMeta::of_session(&plan, &filters, 8).unwrap();
+        assert_eq!(meta.probe_plan["probes"][0]["hook"], "tcp:tcp_probe");
+        assert_eq!(meta.filters, filters);
+        assert_eq!(meta.sample_every, 8);
+        assert_eq!(meta.kernel_pointers, KernelPointers::Hashed);
+    }
 
     fn events(n: usize) -> Vec<Event> {
         let (family, saddr) = abi_addr("198.18.0.2".parse().unwrap());

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tenge_trace::collector::{CollectStats, Collector, Recording};
 use tenge_trace::os::thread_cpu;
 use tenge_trace::probe::{Filters, ProgramStats, StageTracer, Tracer, TracerOptions};
-use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
+use tenge_trace::trace_file::{TraceMeta, TraceWriter};
 
 /// How long an external tool may take to attach (bpftrace compiles first).
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -334,16 +334,10 @@ impl TracedSession {
 
 fn collect(mut tracer: Tracer, stop: &AtomicBool, file: &Path) -> Result<SessionEnd> {
     let cpu_before = thread_cpu();
-    let mut meta = TraceMeta::for_this_host();
-    meta.probe_plan = serde_json::to_value(tracer.plan())?;
+    let meta = TraceMeta::of_session(tracer.plan(), &serde_json::Value::Null, 1)?;
     let mut recording = Recording::new(TraceWriter::create(file, &meta)?);
     let stats = Collector::new().run(&mut tracer, stop, None, &mut recording)?;
-    let writer_cpu = recording.finish(&TraceSummary {
-        events: stats.events,
-        duration_ns: stats.elapsed.as_nanos() as u64,
-        end_reason: "benchmark".into(),
-        ..TraceSummary::default()
-    })?;
+    let writer_cpu = recording.finish(&stats.trace_summary("benchmark"))?;
     let cpu = thread_cpu() - cpu_before + writer_cpu;
     let programs = tracer.program_stats()?;
     drop(tracer);
