@@ -18,4 +18,4 @@ pub mod lab;
 pub mod probe;
 
 pub use tenge_analysis::{analysis, export, flow, replay, synth};
-pub use tenge_events::{abi, event, os, plan, trace_file};
+pub use tenge_events::{abi, event, hooks, os, plan, trace_file};

@@ -11,6 +11,7 @@ use aya::programs::{
 };
 use aya::{Btf, Ebpf, EbpfLoader, VerifierLogLevel};
 use std::collections::HashMap;
+use tenge_events::hooks::{self, Hook};
 pub use tenge_events::plan::{Backend, PlannedProbe, ProbePlan};
 
 /// The ladder of the debug switch [`BACKENDS_VAR`] (`fentry`, or
@@ -45,113 +46,6 @@ fn program_suffix(backend: Backend) -> &'static str {
         Backend::Kprobe => "kprobe",
     }
 }
-
-/// One logical probe of a BPF object (tenge.bpf.c, stages.bpf.c).
-pub(crate) struct ProbeSpec {
-    /// Program name prefix in the C file.
-    prefix: &'static str,
-    kind: &'static str,
-    category: &'static str,
-    tracepoint: &'static str,
-    /// The kernel function fentry/kprobe flavours attach to, if they exist.
-    function: Option<&'static str>,
-}
-
-pub(crate) const fn spec(
-    prefix: &'static str,
-    kind: &'static str,
-    category: &'static str,
-    tracepoint: &'static str,
-    function: Option<&'static str>,
-) -> ProbeSpec {
-    ProbeSpec {
-        prefix,
-        kind,
-        category,
-        tracepoint,
-        function,
-    }
-}
-
-/// Every probe, in the order of the packet path: send, device, receive.
-const PROBES: &[ProbeSpec] = &[
-    spec(
-        "sendmsg",
-        "sendmsg",
-        "tcp",
-        "tcp_sendmsg_locked",
-        Some("tcp_sendmsg_locked"),
-    ),
-    spec(
-        "window_adv",
-        "window_adv",
-        "net",
-        "net_dev_queue",
-        Some("__dev_queue_xmit"),
-    ),
-    spec(
-        "dev_start_xmit",
-        "dev_start_xmit",
-        "net",
-        "net_dev_start_xmit",
-        None,
-    ),
-    spec("dev_xmit", "dev_xmit", "net", "net_dev_xmit", None),
-    spec("napi_poll", "napi_poll", "napi", "napi_poll", None),
-    spec("rx_gro", "rx_entry", "net", "napi_gro_receive_entry", None),
-    spec(
-        "rx_netif_recv",
-        "rx_entry",
-        "net",
-        "netif_receive_skb_entry",
-        None,
-    ),
-    spec("rx_netif_rx", "rx_entry", "net", "netif_rx_entry", None),
-    spec(
-        "netif_receive",
-        "netif_receive",
-        "net",
-        "netif_receive_skb",
-        None,
-    ),
-    spec(
-        "tcp_rcv",
-        "tcp_rcv",
-        "tcp",
-        "tcp_probe",
-        Some("tcp_rcv_established"),
-    ),
-    spec(
-        "data_ready",
-        "data_ready",
-        "sock",
-        "sk_data_ready",
-        Some("sock_def_readable"),
-    ),
-    spec(
-        "copy_datagram",
-        "copy_datagram",
-        "skb",
-        "skb_copy_datagram_iovec",
-        None,
-    ),
-    spec(
-        "app_read",
-        "app_read",
-        "sock",
-        "sock_recv_length",
-        Some("tcp_recvmsg"),
-    ),
-    spec("state", "state", "sock", "inet_sock_set_state", None),
-    spec(
-        "retransmit",
-        "retransmit",
-        "tcp",
-        "tcp_retransmit_skb",
-        None,
-    ),
-    spec("kfree_skb", "kfree_skb", "skb", "kfree_skb", None),
-];
 
 /// A debug switch: the backends every probe may use, in order, for every
 /// command (see [`forced_backends`]).
@@ -203,39 +97,21 @@ pub(crate) fn load_object(loader: &mut EbpfLoader<'_>, object: &[u8]) -> anyhow:
 /// With an empty plan (nothing attached) the caller fails; the plan says why
 /// per probe.
 pub(crate) fn attach_all(loaded: &mut Loaded, btf: &Btf, ladder: &[Backend]) -> ProbePlan {
-    attach_specs(loaded, btf, PROBES, ladder)
+    attach_hooks(loaded, btf, hooks::per_packet(), ladder)
 }
 
-/// [`attach_all`] for the probes `specs` of any object.
-pub(crate) fn attach_specs(
+/// [`attach_all`] for the programs of `hooks` in any object.
+pub(crate) fn attach_hooks<'a>(
     loaded: &mut Loaded,
     btf: &Btf,
-    specs: &[ProbeSpec],
+    hooks: impl IntoIterator<Item = &'a Hook>,
     ladder: &[Backend],
 ) -> ProbePlan {
-    let probes = specs
-        .iter()
-        .map(|spec| attach_probe(loaded, btf, spec, ladder))
+    let probes = hooks
+        .into_iter()
+        .map(|hook| attach_probe(loaded, btf, hook, ladder))
         .collect();
     ProbePlan { probes }
-}
-
-/// What the events of a probe kind feed, as the report names it.
-fn findings_fed_by(kind: &str) -> &'static str {
-    match kind {
-        "sendmsg" => "TX paths from the app write (held by cwnd/rwnd/pacing), send-buffer limits",
-        "window_adv" => "advertised windows: MSS rounding and clamping, SWS stalls, the window chain, buffer advice",
-        "dev_start_xmit" | "dev_xmit" | "dev_queue" => "TX qdisc and driver stage costs",
-        "napi_poll" => "NAPI batching (work against budget)",
-        "rx_entry" | "netif_receive" => "RX driver, NAPI/GRO stage costs and GRO paths",
-        "tcp_rcv" => "RTT, cwnd/rwnd/sndbuf limits (the kernel's chrono), the sender's MSS, IP/TCP stage cost",
-        "data_ready" | "copy_datagram" => "RX socket-queue stage cost",
-        "app_read" => "application reads: the app-read stage, slow-reader detection",
-        "state" => "connection lifecycle and the handshake's MSS",
-        "retransmit" => "retransmissions",
-        "kfree_skb" => "drops",
-        _ => "",
-    }
 }
 
 /// Fails, with every distinct reason, when nothing of `plan` attached.
@@ -257,19 +133,14 @@ pub(crate) fn require_attached(plan: &ProbePlan) -> anyhow::Result<()> {
     )
 }
 
-fn attach_probe(
-    loaded: &mut Loaded,
-    btf: &Btf,
-    spec: &ProbeSpec,
-    ladder: &[Backend],
-) -> PlannedProbe {
+fn attach_probe(loaded: &mut Loaded, btf: &Btf, spec: &Hook, ladder: &[Backend]) -> PlannedProbe {
     let mut planned = PlannedProbe {
-        hook: format!("{}:{}", spec.category, spec.tracepoint),
+        hook: spec.name(),
         kind: spec.kind.to_owned(),
         backend: None,
         program: String::new(),
         tried: Vec::new(),
-        feeds: findings_fed_by(spec.kind).to_owned(),
+        feeds: hooks::findings_fed_by(spec.kind).to_owned(),
     };
     for &backend in ladder {
         for name in program_forms(&loaded.ebpf, spec, backend) {
@@ -303,8 +174,8 @@ fn attach_probe(
 /// form of the hook), then `<prefix>_<suffix>__<variant>` for older kernels'
 /// forms, by name. Not every probe has every backend (no fentry without a
 /// function).
-fn program_forms(ebpf: &Ebpf, spec: &ProbeSpec, backend: Backend) -> Vec<String> {
-    let base = format!("{}_{}", spec.prefix, program_suffix(backend));
+fn program_forms(ebpf: &Ebpf, spec: &Hook, backend: Backend) -> Vec<String> {
+    let base = format!("{}_{}", spec.program, program_suffix(backend));
     let variant = format!("{base}__");
     let mut forms: Vec<String> = ebpf
         .programs()
@@ -320,7 +191,7 @@ fn program_forms(ebpf: &Ebpf, spec: &ProbeSpec, backend: Backend) -> Vec<String>
 fn attach_program(
     program: &mut Program,
     btf: &Btf,
-    spec: &ProbeSpec,
+    spec: &Hook,
     backend: Backend,
 ) -> Result<(), ProgramError> {
     let function = spec.function.unwrap_or(spec.tracepoint);
@@ -370,6 +241,47 @@ pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
+    /// Every hook of the catalog has its programs in the object it belongs
+    /// to (tp_btf, and raw_tp for the per-packet ones), and no program of
+    /// those objects is outside the catalog.
+    #[test]
+    fn the_objects_have_a_program_for_every_hook_of_the_catalog() {
+        let objects: [(&[u8], Vec<&Hook>, &[Backend]); 2] = [
+            (
+                super::super::TENGE_OBJ,
+                hooks::per_packet().collect(),
+                &[Backend::TpBtf, Backend::RawTp],
+            ),
+            (
+                super::super::stages::STAGES_OBJ,
+                hooks::in_stages().collect(),
+                &[Backend::TpBtf],
+            ),
+        ];
+        for (object, hooks, backends) in objects {
+            let parsed = aya_obj::Object::parse(object).expect("the object parses");
+            let programs: Vec<&String> = parsed.programs.keys().collect();
+            for hook in &hooks {
+                for &backend in backends {
+                    let name = format!("{}_{}", hook.program, program_suffix(backend));
+                    assert!(
+                        programs
+                            .iter()
+                            .any(|p| **p == name || p.starts_with(&format!("{name}__"))),
+                        "{name} missing: {programs:?}"
+                    );
+                }
+            }
+            for program in &programs {
+                let known = hooks
+                    .iter()
+                    .any(|h| program.starts_with(&format!("{}_", h.program)))
+                    || program.as_str() == "cpu_sample";
+                assert!(known, "{program} is in no catalog row");
+            }
+        }
+    }
+
     #[test]
     fn backends_serialize_as_section_prefixes() {
         let names: Vec<String> = Backend::LADDER
@@ -405,11 +317,12 @@ mod tests {
         let btf = super::super::kernel_btf().unwrap();
         let mut loaded =
             load_object(EbpfLoader::new().btf(Some(&btf)), RELOCATION_TEST_OBJ).unwrap();
-        let specs = [
-            spec("missing", "state", "sock", "inet_sock_set_state", None),
-            spec("bitfield", "state", "sock", "inet_sock_set_state", None),
-        ];
-        let plan = attach_specs(&mut loaded, &btf, &specs, &[Backend::TpBtf, Backend::RawTp]);
+        let state = hooks::HOOKS
+            .iter()
+            .find(|h| h.kind == "state")
+            .expect("a state hook");
+        let specs = ["missing", "bitfield"].map(|program| Hook { program, ..*state });
+        let plan = attach_hooks(&mut loaded, &btf, &specs, &[Backend::TpBtf, Backend::RawTp]);
         for (probe, why) in plan.probes.iter().zip(["no_such_field", "bitfield"]) {
             assert_eq!(probe.backend, Some(Backend::RawTp), "{probe:?}");
             let (backend, reason) = &probe.tried[0];
@@ -423,26 +336,6 @@ mod tests {
             } else {
                 assert!(reason.contains("instruction"), "{reason}");
             }
-        }
-    }
-
-    #[test]
-    fn every_kind_has_a_probe_and_names_are_known() {
-        for spec in PROBES {
-            assert!(
-                (1..crate::abi::tt_kind::TT_KIND_MAX as u8)
-                    .any(|k| crate::event::kind_name(k) == Some(spec.kind)),
-                "{}",
-                spec.kind
-            );
-        }
-        // cpu_sample comes from the perf_event program, not a tracepoint.
-        for kind in 1..crate::abi::tt_kind::TT_KIND_MAX as u8 {
-            let name = crate::event::kind_name(kind).unwrap();
-            assert!(
-                name == "cpu_sample" || PROBES.iter().any(|s| s.kind == name),
-                "{name} has no probe"
-            );
         }
     }
 }

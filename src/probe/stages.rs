@@ -3,7 +3,7 @@
 //! space. What the numbers mean is
 //! `tenge_trace::analysis::stages`'s.
 
-use super::plan::{self, spec, Backend, ProbeSpec};
+use super::plan::{self, Backend};
 use super::stats::attached_program_stats;
 use super::{kernel_btf, require_privileges, CommonGlobals, Filters, ProbePlan, ProgramStats};
 use crate::abi::{tt_hook_counts, tt_stage_stats};
@@ -12,7 +12,8 @@ use aya::maps::PerCpuArray;
 use aya::{Ebpf, EbpfLoader};
 use tenge_events::stage_maps::{StageTotals, HOOKS, STAGES};
 
-static STAGES_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stages.bpf.o"));
+pub(super) static STAGES_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/stages.bpf.o"));
 
 /// A map value as aya reads it: the ABI struct, which lives in the events
 /// crate (no aya there), wrapped.
@@ -24,37 +25,6 @@ struct MapValue<T>(T);
 unsafe impl aya::Pod for MapValue<tt_stage_stats> {}
 // SAFETY: as above.
 unsafe impl aya::Pod for MapValue<tt_hook_counts> {}
-
-/// The programs of stages.bpf.c, tp_btf only: a hook this kernel refuses is
-/// left out (its counters stay 0) and named in the plan.
-const STAGE_PROBES: &[ProbeSpec] = &[
-    spec("dev_queue", "dev_queue", "net", "net_dev_queue", None),
-    spec(
-        "dev_start_xmit",
-        "dev_start_xmit",
-        "net",
-        "net_dev_start_xmit",
-        None,
-    ),
-    spec("dev_xmit", "dev_xmit", "net", "net_dev_xmit", None),
-    spec("rx_gro", "rx_entry", "net", "napi_gro_receive_entry", None),
-    spec(
-        "rx_netif_recv",
-        "rx_entry",
-        "net",
-        "netif_receive_skb_entry",
-        None,
-    ),
-    spec("rx_netif_rx", "rx_entry", "net", "netif_rx_entry", None),
-    spec(
-        "netif_receive",
-        "netif_receive",
-        "net",
-        "netif_receive_skb",
-        None,
-    ),
-    spec("tcp_rcv", "tcp_rcv", "tcp", "tcp_probe", None),
-];
 
 /// The attached aggregation programs. Dropping it detaches them and frees
 /// their maps.
@@ -79,7 +49,14 @@ impl StageTracer {
         let mut loader = EbpfLoader::new();
         globals.apply(loader.btf(Some(&btf)));
         let mut loaded = plan::load_object(&mut loader, STAGES_OBJ)?;
-        let plan = plan::attach_specs(&mut loaded, &btf, STAGE_PROBES, &[Backend::TpBtf]);
+        // tp_btf only: a hook this kernel refuses is left out (its counters
+        // stay 0) and named in the plan.
+        let plan = plan::attach_hooks(
+            &mut loaded,
+            &btf,
+            tenge_events::hooks::in_stages(),
+            &[Backend::TpBtf],
+        );
         plan::require_attached(&plan)?;
         Ok(StageTracer {
             ebpf: loaded.ebpf,

@@ -28,16 +28,9 @@ fn body_value(body: &Body) -> Value {
     value.expect("ABI bodies serialize")
 }
 
-/// The variant name for kinds that have several hooks.
+/// The hook of an event whose kind several hooks emit.
 fn variant_name(ev: &Event) -> Option<&'static str> {
-    match ev.body {
-        Body::RxEntry(_) => Some(match ev.hdr.variant {
-            0 => "napi_gro_receive_entry",
-            1 => "netif_receive_skb_entry",
-            _ => "netif_rx_entry",
-        }),
-        _ => None,
-    }
+    tenge_events::hooks::variant_tracepoint(ev.kind_name(), ev.hdr.variant)
 }
 
 /// One event as a JSON object.
