@@ -3,7 +3,7 @@
  * The tracing programs. Each logical probe has one body function and thin
  * wrappers per backend, named <probe>_<backend>: _btf (tp_btf), _raw
  * (raw_tp), _tp (classic tracepoint), _fentry and _kprobe (on the kernel
- * function the tracepoint sits in). The loader (src/probe) tries them in
+ * function the tracepoint sits in). The loader (tenge-probe) tries them in
  * that order and keeps the first that loads and attaches.
  */
 #include "tenge_ring.bpf.h"

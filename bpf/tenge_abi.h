@@ -297,7 +297,7 @@ TT_EVENT(cpu_sample);
  * Not part of trace files, so TT_ABI_VERSION does not cover them.
  *
  * Stages are the hops of one skb, named as the path analysis names them
- * (src/analysis/paths): the time from one hook to the next for the same skb.
+ * (tenge-analysis, analysis/paths): the time from one hook to the next for the same skb.
  */
 enum tt_stage {
 	TT_STAGE_QDISC = 0,  /* net_dev_queue -> net_dev_start_xmit */

@@ -7,6 +7,7 @@
 
 pub mod abi;
 pub mod event;
+pub mod fast_hash;
 pub mod hooks;
 pub mod os;
 pub mod plan;

@@ -9,7 +9,6 @@
 
 use crate::abi::{tt_hdr, tt_kind};
 use crate::event::{is_incoming_packet, record_len, Body, Event};
-use crate::flow::FastHasher;
 use crate::probe::Tracer;
 use crate::trace_file::{TraceError, TraceSummary, TraceWriter, FLUSH_EVERY};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -17,6 +16,7 @@ use std::hash::BuildHasherDefault;
 use std::mem::offset_of;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tenge_events::fast_hash::FastHasher;
 
 /// How long one poll(2) waits before draining anyway.
 const POLL_TIMEOUT: Duration = Duration::from_millis(10);
@@ -293,7 +293,7 @@ fn kind_and_cookie(record: &[u8]) -> Option<(u8, u64)> {
     Some((kind, cookie))
 }
 
-/// The sockets of a recording, counted as [`crate::flow::FlowTable`] numbers
+/// The sockets of a recording, counted as `FlowTable` numbers
 /// them: one per cookie an event carries of its own socket.
 #[derive(Default)]
 struct SocketCount {
@@ -326,8 +326,8 @@ fn process_name(tgid: u32) -> String {
 mod tests {
     use super::*;
     use crate::abi::tt_cpu_sample;
-    use crate::flow::FlowTable;
     use crate::trace_file::{TraceMeta, TraceReader, TraceSummary};
+    use tenge_analysis::flow::FlowTable;
 
     /// A record of every kind with a cookie of its own kind, each twice, and
     /// one more of each with cookie 7, in the kernel's layout.
