@@ -1,6 +1,7 @@
 //! The report for people: aligned tables, numbers with units.
 
-use crate::analysis::window::Advice;
+use crate::analysis::window::stalls::SwsStall;
+use crate::analysis::window::{Advice, FlowWindowReport};
 use crate::analysis::Report;
 use std::fmt::Write;
 
@@ -44,6 +45,16 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 /// The whole report: header, window findings per flow, alerts and advice, path costs.
 pub fn render_report(report: &Report) -> String {
     let mut out = String::new();
+    render_header(&mut out, report);
+    render_windows_and_limits(&mut out, report);
+    render_findings(&mut out, report);
+    let _ = writeln!(out, "\nPATH COSTS");
+    out.push_str(&report.path_costs.render_table());
+    out
+}
+
+/// What was recorded, and what the figures miss.
+fn render_header(out: &mut String, report: &Report) {
     let _ = writeln!(
         out,
         "{} events over {:.3} s, kernel {}, sampling 1/{}, {} lost",
@@ -79,7 +90,10 @@ pub fn render_report(report: &Report) -> String {
             report.model_mismatches
         );
     }
+}
 
+/// One row per socket: bytes, MSS, windows, stalls and limit shares.
+fn render_windows_and_limits(out: &mut String, report: &Report) {
     let _ = writeln!(
         out,
         "\nWINDOWS AND LIMITS (per socket; limits are shares of busy time, other: none of them)"
@@ -151,7 +165,11 @@ pub fn render_report(report: &Report) -> String {
             r.folded.sws_stalls
         );
     }
+}
 
+/// Per socket with something to say: its window chain, send buffer, ideal
+/// window, stalls, alerts and advice.
+fn render_findings(out: &mut String, report: &Report) {
     let findings: Vec<_> = report
         .flows
         .iter()
@@ -161,91 +179,94 @@ pub fn render_report(report: &Report) -> String {
         let _ = writeln!(out, "\nFINDINGS");
     }
     for flow in findings {
+        render_flow_findings(out, flow);
+    }
+}
+
+fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
+    let _ = writeln!(
+        out,
+        "{} -> {} (cookie {})",
+        flow.src, flow.dst, flow.sock_cookie
+    );
+    if let Some(c) = &flow.window.chain {
         let _ = writeln!(
             out,
-            "{} -> {} (cookie {})",
-            flow.src, flow.dst, flow.sock_cookie
+            "  window chain (the window held longest): {} B free -> {} B advertised ({}) -> {} B usable (whole segments of the sender's MSS): {} lost",
+            c.free_space,
+            c.advertised,
+            c.shaped_by.map_or("as the receiver chose it", |class| class.describe()),
+            c.usable,
+            pct(c.compounded_loss_fraction)
         );
-        if let Some(c) = &flow.window.chain {
+    }
+    let l = &flow.limits;
+    if let (Some(k), "per_event") = (&l.kernel, l.sndbuf_source) {
+        if l.sndbuf > k.sndbuf_fraction {
             let _ = writeln!(
                 out,
-                "  window chain (the window held longest): {} B free -> {} B advertised ({}) -> {} B usable (whole segments of the sender's MSS): {} lost",
-                c.free_space,
-                c.advertised,
-                c.shaped_by.map_or("as the receiver chose it", |class| class.describe()),
-                c.usable,
-                pct(c.compounded_loss_fraction)
+                "  send buffer: full with nothing unsent {} of busy time by the events, {} by the kernel's sndbuf_limited (it does not clock a writer whose data left before it slept)",
+                pct(l.sndbuf),
+                pct(k.sndbuf_fraction)
             );
-        }
-        let l = &flow.limits;
-        if let (Some(k), "per_event") = (&l.kernel, l.sndbuf_source) {
-            if l.sndbuf > k.sndbuf_fraction {
-                let _ = writeln!(
-                    out,
-                    "  send buffer: full with nothing unsent {} of busy time by the events, {} by the kernel's sndbuf_limited (it does not clock a writer whose data left before it slept)",
-                    pct(l.sndbuf),
-                    pct(k.sndbuf_fraction)
-                );
-            }
-        }
-        if let (Some(ideal), Some(allowed)) =
-            (flow.window.ideal_window, flow.window.mss_allowed_window)
-        {
-            let _ = writeln!(
-                out,
-                "  ideal window {ideal} B, MSS-allowed {allowed} B ({} less)",
-                pct(1.0 - allowed as f64 / ideal.max(1) as f64)
-            );
-        }
-        let stalls = &flow.window.sws_stalls;
-        if !stalls.is_empty() {
-            let total_ns: u64 = stalls.iter().map(|s| s.duration_ns).sum();
-            let probes: u64 = stalls.iter().map(|s| s.zero_window_probes as u64).sum();
-            let _ = writeln!(
-                out,
-                "  {} SWS stalls, {:.1} ms in all, {} zero-window probes; longest:",
-                stalls.len(),
-                total_ns as f64 / 1e6,
-                probes
-            );
-            let mut longest: Vec<_> = stalls.iter().collect();
-            longest.sort_by_key(|s| std::cmp::Reverse(s.duration_ns));
-            for stall in longest.into_iter().take(STALLS_SHOWN) {
-                let _ = writeln!(
-                    out,
-                    "    {:.6}–{:.6} s ({:.3} ms): {} probes, {} sub-MSS segments, {} delivered",
-                    stall.start_ns as f64 / 1e9,
-                    stall.end_ns as f64 / 1e9,
-                    stall.duration_ns as f64 / 1e6,
-                    stall.zero_window_probes,
-                    stall.sub_mss_segments,
-                    bytes(stall.bytes_delivered)
-                );
-            }
-        }
-        for alert in &flow.alerts {
-            let _ = writeln!(
-                out,
-                "  ALERT {}: {}",
-                serde_json::to_value(alert.kind)
-                    .ok()
-                    .as_ref()
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("?"),
-                alert.message
-            );
-        }
-        for advice in &flow.advice {
-            let message = match advice {
-                Advice::ReceiveBuffer { message, .. }
-                | Advice::ThroughputCeiling { message, .. }
-                | Advice::Mtu { message, .. } => message,
-            };
-            let _ = writeln!(out, "  advice: {message}");
         }
     }
+    if let (Some(ideal), Some(allowed)) = (flow.window.ideal_window, flow.window.mss_allowed_window)
+    {
+        let _ = writeln!(
+            out,
+            "  ideal window {ideal} B, MSS-allowed {allowed} B ({} less)",
+            pct(1.0 - allowed as f64 / ideal.max(1) as f64)
+        );
+    }
+    render_stalls(out, &flow.window.sws_stalls);
+    for alert in &flow.alerts {
+        let _ = writeln!(
+            out,
+            "  ALERT {}: {}",
+            serde_json::to_value(alert.kind)
+                .ok()
+                .as_ref()
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?"),
+            alert.message
+        );
+    }
+    for advice in &flow.advice {
+        let message = match advice {
+            Advice::ReceiveBuffer { message, .. }
+            | Advice::ThroughputCeiling { message, .. }
+            | Advice::Mtu { message, .. } => message,
+        };
+        let _ = writeln!(out, "  advice: {message}");
+    }
+}
 
-    let _ = writeln!(out, "\nPATH COSTS");
-    out.push_str(&report.path_costs.render_table());
-    out
+/// The stalls' totals and the longest of them.
+fn render_stalls(out: &mut String, stalls: &[SwsStall]) {
+    if !stalls.is_empty() {
+        let total_ns: u64 = stalls.iter().map(|s| s.duration_ns).sum();
+        let probes: u64 = stalls.iter().map(|s| s.zero_window_probes as u64).sum();
+        let _ = writeln!(
+            out,
+            "  {} SWS stalls, {:.1} ms in all, {} zero-window probes; longest:",
+            stalls.len(),
+            total_ns as f64 / 1e6,
+            probes
+        );
+        let mut longest: Vec<_> = stalls.iter().collect();
+        longest.sort_by_key(|s| std::cmp::Reverse(s.duration_ns));
+        for stall in longest.into_iter().take(STALLS_SHOWN) {
+            let _ = writeln!(
+                out,
+                "    {:.6}–{:.6} s ({:.3} ms): {} probes, {} sub-MSS segments, {} delivered",
+                stall.start_ns as f64 / 1e9,
+                stall.end_ns as f64 / 1e9,
+                stall.duration_ns as f64 / 1e6,
+                stall.zero_window_probes,
+                stall.sub_mss_segments,
+                bytes(stall.bytes_delivered)
+            );
+        }
+    }
 }
