@@ -16,7 +16,7 @@ lab: build
 	$(BIN) lab --scenario $(SCENARIO)
 
 test: deps
-	$(CARGO) test --workspace -- --test-threads=2
+	$(CARGO) test --workspace --features tenge-trace-cli/bench -- --test-threads=2
 
 # The kernel matrix (tests/vm): Debian's 6.1 and 6.12 under QEMU, the same
 # real-kernel checks in each. `make vm-test KERNEL=6.1 CMD='...'` runs one
@@ -44,9 +44,13 @@ fuzz: deps
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features tenge-trace-cli/bench -- -D warnings
 	clang-format --dry-run --Werror bpf/*.c bpf/*.h
 
-bench: build
+# The benchmark is a development tool: built with the `bench` feature, not
+# part of the binary `make build` and the .deb ship.
+bench: deps
+	$(CARGO) build --release -p tenge-trace-cli --features bench
 	$(BIN) bench
 
 clean:

@@ -47,6 +47,7 @@ pub enum Command {
     /// Run a real TCP transfer between two fresh network namespaces and trace it.
     Lab(LabArgs),
     /// Measure the overhead of tracing side by side with no tracing, bpftrace and tcpdump (root).
+    #[cfg(feature = "bench")]
     Bench(BenchArgs),
     /// Write the man pages and shell completions (bash, zsh, fish) into a directory.
     #[command(hide = true)]
@@ -339,6 +340,7 @@ pub struct LabArgs {
 }
 
 /// A part of `tenge-trace bench`.
+#[cfg(feature = "bench")]
 #[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
 pub enum BenchPart {
     /// Bulk and small-segment transfers: untraced, tenge-trace full and 1/64, bpftrace, tcpdump.
@@ -351,6 +353,7 @@ pub enum BenchPart {
     Replay,
 }
 
+#[cfg(feature = "bench")]
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Short runs and 2 repetitions, for development: the numbers are rough.

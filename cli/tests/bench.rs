@@ -1,6 +1,8 @@
 //! Smoke tests of `tenge-trace bench`: the replay part (no root needed) and
 //! the kernel-cost part run end to end and write valid JSON and Markdown.
 //! Rates are not asserted: timing belongs in the benchmark, not in tests.
+//! The bench is built with the `bench` feature only (`make test` turns it on).
+#![cfg(feature = "bench")]
 
 #[path = "../../tests/common/mod.rs"]
 mod common;

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod alerts;
+#[cfg(feature = "bench")]
 mod bench;
 mod check;
 mod dump;
@@ -35,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Flamegraph(args) => flamegraph::run(args),
         Command::Watch(args) => watch::run(args),
         Command::Lab(args) => lab::run(args),
+        #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(args),
         Command::GenDocs { out } => gen_docs::run(&out),
     }

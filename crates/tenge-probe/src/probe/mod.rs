@@ -11,6 +11,8 @@ mod check;
 mod direct_map;
 mod hits;
 mod plan;
+#[cfg(feature = "bench")]
+mod reference;
 mod ring;
 mod stages;
 mod stats;
@@ -19,9 +21,11 @@ mod tracefs;
 pub use check::{check, Capabilities, CheckReport, HookCheck};
 pub use hits::{HitCounter, HookHits};
 pub use plan::{Backend, PlannedProbe, ProbePlan, BACKENDS_VAR, VERIFIER_LOG_VAR};
+#[cfg(feature = "bench")]
+pub use reference::{system_program_stats, ReferencePrograms};
 pub use ring::Ring;
 pub use stages::StageTracer;
-pub use stats::{system_program_stats, BpfStatsEnabled, ProgramStats, ReferencePrograms};
+pub use stats::{BpfStatsEnabled, ProgramStats};
 pub use tracefs::{ensure as mount_tracefs, TracefsMount};
 
 use crate::abi::tt_kind;
