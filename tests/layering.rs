@@ -1,7 +1,7 @@
 //! The crate graph is the architecture (README, Layout): the events crate
-//! has no BPF loader under it, the analyses never reach the loader, and the
-//! loader never reaches the analyses. Checked on what cargo resolves, not
-//! on imports.
+//! has no BPF loader under it, the analyses never reach the loader or the
+//! lab, and neither the loader nor the lab reaches the analyses. Checked on
+//! what cargo resolves, not on imports.
 
 /// The packages under `package`'s normal (non-dev, non-build) dependencies.
 fn dependencies(package: &str) -> Vec<String> {
@@ -36,6 +36,7 @@ fn layers_depend_only_on_layers_below() {
         "aya",
         "aya-obj",
         "tenge-probe",
+        "tenge-lab",
         "tenge-trace",
         "tenge-trace-cli",
     ];
@@ -44,6 +45,15 @@ fn layers_depend_only_on_layers_below() {
         ("tenge-analysis", loader.to_vec()),
         (
             "tenge-probe",
+            vec![
+                "tenge-analysis",
+                "tenge-lab",
+                "tenge-trace",
+                "tenge-trace-cli",
+            ],
+        ),
+        (
+            "tenge-lab",
             vec!["tenge-analysis", "tenge-trace", "tenge-trace-cli"],
         ),
     ] {
@@ -56,9 +66,15 @@ fn layers_depend_only_on_layers_below() {
             );
         }
     }
-    // And the top stands on all three.
+    // And the top stands on all of them.
     let trace = dependencies("tenge-trace");
-    for name in ["aya", "tenge-events", "tenge-probe", "tenge-analysis"] {
+    for name in [
+        "aya",
+        "tenge-events",
+        "tenge-probe",
+        "tenge-analysis",
+        "tenge-lab",
+    ] {
         assert!(
             trace.contains(&name.to_string()),
             "tenge-trace lacks {name}"

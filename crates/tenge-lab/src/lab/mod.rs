@@ -3,12 +3,12 @@
 //! and real transfers between them.
 //!
 //! ```no_run
-//! use tenge_trace::lab::{Lab, Scenario};
+//! use tenge_lab::lab::{Lab, Scenario};
 //! let cfg = Scenario::MssClamp.config();
 //! let lab = Lab::new(&cfg)?;
 //! let report = lab.run_transfer(&cfg, |ends| {
 //!     // Both sockets are still open here: run `ss`, stop a capture, ...
-//!     let sockets = tenge_trace::lab::ss::query(&ends.receiver_netns, ends.port()).unwrap();
+//!     let sockets = tenge_lab::lab::ss::query(&ends.receiver_netns, ends.port()).unwrap();
 //!     assert_eq!(sockets.len(), 1);
 //! })?;
 //! println!("{} bytes at {:.0} bit/s", report.bytes, report.throughput_bps);

@@ -6,7 +6,7 @@
 //! tracer's RX path against.
 //!
 //! ```no_run
-//! use tenge_trace::lab::{pingpong, Lab, LabConfig};
+//! use tenge_lab::lab::{pingpong, Lab, LabConfig};
 //! let lab = Lab::new(&LabConfig::default())?;
 //! let report = pingpong::run(&lab, &pingpong::PingPongConfig::default())?;
 //! println!("half RTT p50 {:?}", report.half_rtt_quantile(0.5));
