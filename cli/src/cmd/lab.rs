@@ -10,8 +10,9 @@ use tenge_trace::analysis::{Analysis, Provenance};
 use tenge_trace::collector::Sink;
 use tenge_trace::event::Event;
 use tenge_trace::export::table::{bps, bytes, render_report};
+use tenge_trace::lab::ss::{self, SsSocket};
 use tenge_trace::lab::traced::run_traced_with;
-use tenge_trace::lab::{ss, Lab, LabConfig, Reader, Scenario};
+use tenge_trace::lab::{Lab, LabConfig, Reader, Scenario, TransferReport};
 use tenge_trace::os::kernel_release;
 use tenge_trace::probe::{Filters, ProbePlan, TracerOptions};
 use tenge_trace::trace_file::{TraceMeta, TraceWriter};
@@ -30,21 +31,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
 
     let lab = Lab::new(&cfg)?;
     if !args.json {
-        eprintln!(
-            "tenge-trace lab: {} — {} → {} over {}, MTU {}, {} bytes, window scaling {}, rcvbuf {}, {} reader",
-            scenario.map_or("custom", |s| s.name()),
-            lab.sender_addr(cfg.ipv6),
-            lab.receiver_addr(cfg.ipv6),
-            match lab.on_nics() {
-                true => format!("NICs {} → {}", lab.sender_iface(), lab.receiver_iface()),
-                false => "veth".to_string(),
-            },
-            cfg.mtu,
-            cfg.bytes,
-            if cfg.window_scaling { "on" } else { "off" },
-            cfg.rcvbuf.map_or("default".into(), |b| b.to_string()),
-            if matches!(cfg.reader, Reader::Fast) { "fast" } else { "slow" },
-        );
+        print_banner(scenario, &cfg, &lab);
     }
 
     // Created once the tracer started: the header carries its plan and filters.
@@ -132,37 +119,60 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         });
         println!("{out}");
     } else {
-        let t = &run.transfer;
-        println!(
-            "\nTRANSFER  {} in {:.3} s = {}{}",
-            bytes(t.bytes),
-            t.elapsed.as_secs_f64(),
-            bps(t.throughput_bps),
-            if t.completed { "" } else { " (interrupted)" }
-        );
-        println!("KERNEL (ss -ti while the sockets were open)");
-        let o = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
-        let ms = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{v} ms"));
-        for s in &sockets {
-            println!(
-                "  {} -> {}  mss {} rcvmss {} advmss {} cwnd {} snd_wnd {} rcv_wnd {} busy {} rwnd_limited {} sndbuf_limited {}",
-                s.local.map_or("?".into(), |a| a.to_string()),
-                s.peer.map_or("?".into(), |a| a.to_string()),
-                o(s.mss),
-                o(s.rcvmss),
-                o(s.advmss),
-                o(s.cwnd),
-                o(s.snd_wnd),
-                o(s.rcv_wnd),
-                ms(s.busy_ms),
-                ms(s.rwnd_limited_ms),
-                ms(s.sndbuf_limited_ms)
-            );
-        }
+        print_transfer(&run.transfer, &sockets);
         print!("\n{}", render_report(&report));
     }
     session::report_lost(&run.stats);
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the lab is about to run, on stderr.
+fn print_banner(scenario: Option<Scenario>, cfg: &LabConfig, lab: &Lab) {
+    eprintln!(
+        "tenge-trace lab: {} — {} → {} over {}, MTU {}, {} bytes, window scaling {}, rcvbuf {}, {} reader",
+        scenario.map_or("custom", |s| s.name()),
+        lab.sender_addr(cfg.ipv6),
+        lab.receiver_addr(cfg.ipv6),
+        match lab.on_nics() {
+            true => format!("NICs {} → {}", lab.sender_iface(), lab.receiver_iface()),
+            false => "veth".to_string(),
+        },
+        cfg.mtu,
+        cfg.bytes,
+        if cfg.window_scaling { "on" } else { "off" },
+        cfg.rcvbuf.map_or("default".into(), |b| b.to_string()),
+        if matches!(cfg.reader, Reader::Fast) { "fast" } else { "slow" },
+    );
+}
+
+/// The transfer, and the kernel's own view of its sockets (ss -ti).
+fn print_transfer(t: &TransferReport, sockets: &[SsSocket]) {
+    println!(
+        "\nTRANSFER  {} in {:.3} s = {}{}",
+        bytes(t.bytes),
+        t.elapsed.as_secs_f64(),
+        bps(t.throughput_bps),
+        if t.completed { "" } else { " (interrupted)" }
+    );
+    println!("KERNEL (ss -ti while the sockets were open)");
+    let o = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+    let ms = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{v} ms"));
+    for s in sockets {
+        println!(
+            "  {} -> {}  mss {} rcvmss {} advmss {} cwnd {} snd_wnd {} rcv_wnd {} busy {} rwnd_limited {} sndbuf_limited {}",
+            s.local.map_or("?".into(), |a| a.to_string()),
+            s.peer.map_or("?".into(), |a| a.to_string()),
+            o(s.mss),
+            o(s.rcvmss),
+            o(s.advmss),
+            o(s.cwnd),
+            o(s.snd_wnd),
+            o(s.rcv_wnd),
+            ms(s.busy_ms),
+            ms(s.rwnd_limited_ms),
+            ms(s.sndbuf_limited_ms)
+        );
+    }
 }
 
 /// Each record analysed (its alerts printed) and written to the `-o` file, if any.

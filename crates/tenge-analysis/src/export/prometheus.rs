@@ -262,8 +262,13 @@ impl Snapshot {
     }
 
     fn encode(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
-        let counter = |n: u64| ConstCounter::new(n);
-        let seconds = |ns: u64| ConstCounter::new(ns as f64 / 1e9);
+        self.encode_flows(enc)?;
+        self.encode_totals(enc)?;
+        self.encode_tool(enc)
+    }
+
+    /// The per-flow families (top flows and `other`).
+    fn encode_flows(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         family(
             enc,
             "flow_transferred",
@@ -369,7 +374,11 @@ impl Snapshot {
             self.per_flow()
                 .map(|(l, f)| (l, ConstGauge::new(f.stalled_flows as i64))),
         )?;
+        Ok(())
+    }
 
+    /// All flows together, and the stage latencies.
+    fn encode_totals(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         let total = &self.total;
         family(
             enc,
@@ -427,6 +436,11 @@ impl Snapshot {
                 )
             }),
         )?;
+        Ok(())
+    }
+
+    /// The tool itself: events read and lost, probes attached.
+    fn encode_tool(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         single(
             enc,
             "events",
@@ -497,6 +511,14 @@ impl Snapshot {
 type Labels<'a> = Vec<(&'static str, &'a str)>;
 
 /// `labels` and one more.
+fn counter(n: u64) -> ConstCounter<u64> {
+    ConstCounter::new(n)
+}
+
+fn seconds(ns: u64) -> ConstCounter<f64> {
+    ConstCounter::new(ns as f64 / 1e9)
+}
+
 fn with<'a>(labels: &Labels<'a>, extra: (&'static str, &'a str)) -> Labels<'a> {
     labels.iter().copied().chain([extra]).collect()
 }
