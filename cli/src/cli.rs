@@ -235,7 +235,7 @@ pub struct WatchArgs {
     /// Stop after this long: seconds, or with a unit (500ms, 2m, 1h) (default: until Ctrl-C).
     #[arg(long, value_name = "TIME", value_parser = value::duration)]
     pub duration: Option<std::time::Duration>,
-    /// Serve Prometheus metrics (OpenMetrics text) on http://ADDR:PORT/metrics
+    /// Serve Prometheus metrics (text format, or OpenMetrics when asked) on http://ADDR:PORT/metrics
     /// (https with a TLS web config); a port alone listens on 127.0.0.1.
     #[arg(long, value_name = "ADDR:PORT", value_parser = tenge_trace::export::prometheus::parse_listen_addr)]
     pub prometheus: Option<SocketAddr>,

@@ -578,6 +578,30 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
         401,
         "no password, no metrics"
     );
+    // Without an Accept for OpenMetrics: the text format 0.0.4, which
+    // promtool checks (HELP and TYPE on every family, names, values).
+    let promtool = tool("promtool").expect("promtool beside prometheus");
+    let (_, text) = http_get_with(metrics_addr, "/metrics", auth).unwrap();
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
 
     std::fs::write(dir.join("alerts.yml"), test_rules()).unwrap();
     let (_prometheus, prometheus_addr) = start_prometheus(

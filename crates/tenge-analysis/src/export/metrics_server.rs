@@ -8,7 +8,7 @@
 //! nobody else: connections are tasks, and bcrypt runs off the runtime.
 
 use super::basic_auth::Users;
-use super::prometheus::{registry, Snapshot};
+use super::prometheus::{registry, text_004, Snapshot};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -26,8 +26,11 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
-/// The OpenMetrics text format, as prometheus-client writes it.
+/// The OpenMetrics text format, as prometheus-client writes it: for
+/// scrapers that ask for it (Prometheus does).
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The Prometheus text format, for everyone else.
+pub const TEXT_004: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// A connection not done after this long (handshake, request and answer)
 /// is dropped: a byte now and then does not keep it.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -198,10 +201,14 @@ impl Site {
                 if text::encode(&mut body, &self.registry).is_err() {
                     return answer(StatusCode::INTERNAL_SERVER_ERROR, "cannot encode\n");
                 }
+                let (body, content_type) = match wants_openmetrics(request) {
+                    true => (body, OPENMETRICS),
+                    false => (text_004(&body), TEXT_004),
+                };
                 let mut metrics = answer(StatusCode::OK, body);
                 metrics
                     .headers_mut()
-                    .insert(CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS));
+                    .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
                 metrics
             }
             "/" => answer(StatusCode::OK, "tenge-trace: metrics at /metrics\n"),
@@ -227,6 +234,21 @@ impl Site {
             .await
             .unwrap_or(false)
     }
+}
+
+/// Whether the scraper's `Accept` names OpenMetrics (any weight above 0).
+fn wants_openmetrics(request: &Request<Incoming>) -> bool {
+    request
+        .headers()
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| {
+            let mut parts = media.split(';').map(str::trim);
+            parts.next() == Some("application/openmetrics-text")
+                && !parts.any(|p| p.replace(' ', "") == "q=0")
+        })
 }
 
 fn answer(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
@@ -267,11 +289,25 @@ mod tests {
             server.local_addr(),
             "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
         );
+        // Without an Accept naming OpenMetrics: the text format 0.0.4.
         assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
         assert!(metrics
             .to_lowercase()
-            .contains(&format!("content-type: {OPENMETRICS}")));
+            .contains(&format!("content-type: {TEXT_004}")));
+        assert!(metrics.contains("\n# TYPE tenge_trace_events_total counter\n"));
         assert!(metrics.contains("\ntenge_trace_events_total 42\n"));
+        assert!(!metrics.contains("# EOF"), "{metrics}");
+        // Prometheus's own Accept header.
+        let openmetrics = get(
+            server.local_addr(),
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text;version=1.0.0,\
+             text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n\r\n",
+        );
+        assert!(openmetrics
+            .to_lowercase()
+            .contains(&format!("content-type: {OPENMETRICS}")));
+        assert!(openmetrics.contains("\n# TYPE tenge_trace_events counter\n"));
+        assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
         let missing = get(
             server.local_addr(),
             "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n",

@@ -35,6 +35,7 @@
 //! | `stage_latency_seconds` | histogram | `direction`, `stage` |
 //! | `events_total`, `events_lost_total` | counter | `kind` (lost only) |
 //! | `probes_attached`, `probes_failed` | gauge | |
+//! | `build_info` | gauge (1) | `version`, `abi` |
 //! | `probe_attached` | gauge | `hook`, `kind`, `backend` |
 //!
 //! Limited time is busy time only (data queued or in flight): rwnd and sndbuf
@@ -215,7 +216,10 @@ impl Snapshot {
                 windows.get(&flow.sock_cookie),
             );
             snapshot.total.add(&figures);
-            if flow.is_closed() {
+            // A listening socket (its ends unknown: no peer) moves no data
+            // and has no window: not a flow to show, the tool's own
+            // /metrics listener included.
+            if flow.is_closed() || flow.dst.ends_with(":0") {
                 continue;
             }
             open += 1;
@@ -441,6 +445,20 @@ impl Snapshot {
 
     /// The tool itself: events read and lost, probes attached.
     fn encode_tool(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+        let abi = crate::abi::TT_ABI_VERSION.to_string();
+        family(
+            enc,
+            "build_info",
+            "1, labelled with the version of tenge-trace and of its event ABI",
+            None,
+            std::iter::once((
+                vec![
+                    ("version", env!("CARGO_PKG_VERSION")),
+                    ("abi", abi.as_str()),
+                ],
+                ConstGauge::new(1),
+            )),
+        )?;
         single(
             enc,
             "events",
@@ -592,6 +610,33 @@ pub(super) fn registry(snapshot: Arc<Mutex<Snapshot>>) -> Registry {
 }
 
 /// The OpenMetrics text of a snapshot.
+/// The Prometheus text format 0.0.4 of an OpenMetrics text, for scrapers
+/// that do not ask for OpenMetrics (promtool, curl, older agents): counter
+/// families are named with their `_total` samples' name, and the `# UNIT`
+/// and `# EOF` lines, which 0.0.4 lacks, go.
+pub fn text_004(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let family = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        out.push_str(family.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
 pub fn render(snapshot: &Snapshot) -> String {
     let mut out = String::new();
     text::encode(&mut out, &registry(Arc::new(Mutex::new(snapshot.clone()))))
@@ -646,6 +691,33 @@ mod tests {
         analysis
     }
 
+    /// A listening socket (no peer: its ends are 0.0.0.0:0) gets no series,
+    /// even among fewer flows than the top allows.
+    #[test]
+    fn a_listener_is_no_flow_series() {
+        let mut analysis = Analysis::new(AnalysisConfig::default());
+        analysis.push(&segment(21, 40021, 10, 1000));
+        let (family, _) = abi_addr("0.0.0.0".parse().unwrap());
+        let listen = Event::new(
+            tt_hdr {
+                ts_ns: 20,
+                sock_cookie: 22,
+                family,
+                ..Default::default()
+            },
+            Body::State(tt_state {
+                oldstate: crate::event::tcp_state::CLOSE,
+                newstate: 10,
+                ..Default::default()
+            }),
+        );
+        analysis.push(&listen);
+        let snapshot = Snapshot::of(&analysis, 20, 2, BTreeMap::new(), &ProbePlan::default());
+        let cookies: Vec<&str> = snapshot.flows.iter().map(|f| f.cookie.as_str()).collect();
+        assert_eq!(cookies, ["21"]);
+        assert_eq!(snapshot.tracked_flows, 2);
+    }
+
     #[test]
     fn top_open_flows_get_series_and_the_rest_one_other() {
         let lost = BTreeMap::from([("tcp_rcv".to_string(), 4)]);
@@ -678,7 +750,24 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
         }
         assert!(!text.contains("cookie=\"11\""));
+        let build = format!(
+            "tenge_trace_build_info{{version=\"{}\",abi=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            crate::abi::TT_ABI_VERSION
+        );
+        assert!(text.lines().any(|l| l == build), "{build} missing");
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn text_004_names_counter_families_by_their_samples() {
+        let openmetrics = "# HELP x_bytes Bytes.\n# TYPE x_bytes counter\n# UNIT x_bytes bytes\n\
+                           x_bytes_total{a=\"1\"} 5\n# HELP y Now.\n# TYPE y gauge\ny 2\n# EOF\n";
+        assert_eq!(
+            text_004(openmetrics),
+            "# HELP x_bytes_total Bytes.\n# TYPE x_bytes_total counter\n\
+             x_bytes_total{a=\"1\"} 5\n# HELP y Now.\n# TYPE y gauge\ny 2\n"
+        );
     }
 
     #[test]
