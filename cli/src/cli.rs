@@ -40,6 +40,9 @@ pub enum Command {
     Dump(DumpArgs),
     /// Analyse a trace file: window pathologies, limits and path costs.
     Report(ReportArgs),
+    /// Two recordings side by side (before and after a change): throughput,
+    /// limit shares, window losses, stalls, path counts and stage costs.
+    Diff(DiffArgs),
     /// Trace live and alert as flows become window-limited, clamped or stalled.
     Watch(WatchArgs),
     /// Render a path-cost (or CPU) flamegraph from a trace file.
@@ -150,6 +153,23 @@ pub struct TraceInput {
     /// up to its last whole block with a warning.
     #[arg(long)]
     pub strict: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The recording before the change.
+    #[arg(value_name = "BEFORE")]
+    pub before: PathBuf,
+    /// The recording after it.
+    #[arg(value_name = "AFTER")]
+    pub after: PathBuf,
+    /// Refuse a truncated or damaged recording (exit 2) instead of reading
+    /// it up to its last whole block with a warning.
+    #[arg(long)]
+    pub strict: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

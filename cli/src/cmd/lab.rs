@@ -43,10 +43,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(())
     };
-    let mut analysis = Analysis::new(super::report::analysis_config(
-        &crate::cli::AlertArgs::default(),
-        args.sample,
-    ));
+    let mut analysis = Analysis::new(super::report::analysis_config(&args.alerts, args.sample));
     let mut sink = LabSink {
         writer: &writer,
         analysis: &mut analysis,

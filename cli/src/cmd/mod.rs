@@ -4,6 +4,7 @@ mod alerts;
 #[cfg(feature = "bench")]
 mod bench;
 mod check;
+mod diff;
 mod dump;
 mod flamegraph;
 mod gen_docs;
@@ -33,6 +34,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Stages(args) => stages::run(args),
         Command::Dump(args) => dump::run(args),
         Command::Report(args) => report::run(args),
+        Command::Diff(args) => diff::run(args),
         Command::Flamegraph(args) => flamegraph::run(args),
         Command::Watch(args) => watch::run(args),
         Command::Lab(args) => lab::run(args),

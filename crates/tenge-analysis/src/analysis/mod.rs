@@ -1,5 +1,6 @@
 //! Pure analyses over events: no BPF, no I/O. [`Analysis`] runs them all over
 //! one stream, live (`watch`, `lab`) or on a recording (`report`).
+pub mod diff;
 pub mod paths;
 mod retired;
 pub mod stages;

@@ -1,5 +1,6 @@
 //! The report for people: aligned tables, numbers with units.
 
+use crate::analysis::diff::Diff;
 use crate::analysis::window::stalls::SwsStall;
 use crate::analysis::window::{Advice, FlowWindowReport};
 use crate::analysis::Report;
@@ -268,5 +269,41 @@ fn render_stalls(out: &mut String, stalls: &[SwsStall]) {
                 bytes(stall.bytes_delivered)
             );
         }
+    }
+}
+
+/// `diff`'s table: each figure before and after, its ratio, and for a
+/// quantile the packets each side's stands on.
+pub fn render_diff(diff: &Diff) -> String {
+    let mut rows = vec![vec![
+        "figure".to_string(),
+        "before".into(),
+        "after".into(),
+        "after/before".into(),
+        "packets".into(),
+    ]];
+    for r in &diff.rows {
+        rows.push(vec![
+            r.figure.clone(),
+            diff_value(&r.figure, r.before),
+            diff_value(&r.figure, r.after),
+            r.ratio.map_or("-".into(), |x| format!("{x:.2}")),
+            r.samples
+                .map_or(String::new(), |[b, a]| format!("{b} / {a}")),
+        ]);
+    }
+    crate::analysis::paths::aligned(&rows, 1)
+}
+
+/// A figure's value in its unit, read off its name.
+fn diff_value(figure: &str, v: f64) -> String {
+    let name = figure.split('.').next().unwrap_or(figure);
+    match name {
+        "throughput_bps" => bps(v),
+        "bytes_sent" | "mss_rounding_bytes_lost" | "mean_advertised_window" => bytes(v as u64),
+        "limit_share" | "path_share" => pct(v),
+        "stage_p50_ns" | "stage_p90_ns" => format!("{:.1} µs", v / 1e3),
+        "busy_s" | "sws_stall_s" => format!("{v:.3} s"),
+        _ => format!("{v:.0}"),
     }
 }

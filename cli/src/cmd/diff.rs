@@ -1,0 +1,39 @@
+//! `tenge-trace diff BEFORE AFTER [--json]`: two recordings, each replayed
+//! through the analyses as `report` does, side by side.
+
+use crate::cli::{AlertArgs, DiffArgs, TraceInput};
+use std::process::ExitCode;
+use tenge_trace::analysis::diff::Diff;
+use tenge_trace::analysis::Report;
+use tenge_trace::export::table::render_diff;
+use tenge_trace::replay;
+
+pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let before = report_of(&args.before, args.strict)?;
+    let after = report_of(&args.after, args.strict)?;
+    let diff = Diff::of(&before, &after);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&diff)?);
+    } else {
+        println!(
+            "before: {}\nafter:  {}\n",
+            args.before.display(),
+            args.after.display()
+        );
+        print!("{}", render_diff(&diff));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A recording's report, at `report`'s defaults.
+fn report_of(file: &std::path::Path, strict: bool) -> anyhow::Result<Report> {
+    let input = TraceInput {
+        file: file.to_path_buf(),
+        strict,
+    };
+    let mut reader = input.open()?;
+    let cfg = super::report::analysis_config(&AlertArgs::default(), reader.meta().sample_every);
+    let report = replay::report(&mut reader, cfg)?;
+    input.warn_damage(&reader);
+    Ok(report)
+}

@@ -1,0 +1,245 @@
+//! Two reports side by side: what changed between a recording before a
+//! tuning step and one after it (SC'03's method: stock TCP, then one change
+//! at a time, each measured). Totals over all sockets, every figure with its
+//! ratio; quantiles with the packets they stand on, so a change on a handful
+//! of samples reads as what it is.
+
+use super::window::LimitsReport;
+use super::Report;
+use serde::Serialize;
+
+/// One figure of both recordings.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DiffRow {
+    /// What it is, e.g. `throughput_bps`, `limit_share.rwnd`,
+    /// `stage_p50_ns.rx.gro_merged.napi`.
+    pub figure: String,
+    pub before: f64,
+    pub after: f64,
+    /// `after / before`; none when `before` is 0.
+    pub ratio: Option<f64>,
+    /// Packets each side's quantile stands on (quantiles only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<[u64; 2]>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Diff {
+    pub rows: Vec<DiffRow>,
+}
+
+/// A recording's totals, by figure name, in the order they are shown.
+fn figures(report: &Report) -> Vec<(String, f64, Option<u64>)> {
+    let mut out: Vec<(String, f64, Option<u64>)> = Vec::new();
+    let mut put = |name: String, value: f64| out.push((name, value, None));
+    let senders: Vec<_> = report.sockets.iter().filter(|s| s.bytes_sent > 0).collect();
+    let bytes: u64 = senders.iter().map(|s| s.bytes_sent).sum();
+    let span_ns = senders.iter().map(|s| s.last_ns).max().unwrap_or(0)
+        - senders.iter().map(|s| s.first_ns).min().unwrap_or(0);
+    put("bytes_sent".into(), bytes as f64);
+    put(
+        "throughput_bps".into(),
+        if span_ns > 0 {
+            bytes as f64 * 8.0 / (span_ns as f64 / 1e9)
+        } else {
+            0.0
+        },
+    );
+    let busy_ns: u64 = report.flows.iter().map(|f| f.limits.busy_ns).sum();
+    put("busy_s".into(), busy_ns as f64 / 1e9);
+    for cause in ["rwnd", "cwnd", "sndbuf", "app", "other"] {
+        let weighted: f64 = report
+            .flows
+            .iter()
+            .map(|f| share(&f.limits, cause) * f.limits.busy_ns as f64)
+            .sum();
+        put(
+            format!("limit_share.{cause}"),
+            if busy_ns > 0 {
+                weighted / busy_ns as f64
+            } else {
+                0.0
+            },
+        );
+    }
+    // The windows the data's receivers offered (a sender's own, on its data
+    // segments, would dilute them).
+    let receive: Vec<_> = report
+        .flows
+        .iter()
+        .filter(|f| {
+            report
+                .sockets
+                .iter()
+                .any(|s| s.sock_cookie == f.sock_cookie && s.bytes_received > 0)
+        })
+        .map(|f| &f.window.receive)
+        .collect();
+    let windows: u64 = receive.iter().map(|r| r.advertised_count).sum();
+    let window_sum: f64 = receive
+        .iter()
+        .map(|r| r.mean_advertised * r.advertised_count as f64)
+        .sum();
+    put("advertised_windows".into(), windows as f64);
+    put(
+        "mean_advertised_window".into(),
+        if windows > 0 {
+            window_sum / windows as f64
+        } else {
+            0.0
+        },
+    );
+    put(
+        "mss_rounded_windows".into(),
+        receive.iter().map(|r| r.mss_rounded_count).sum::<u64>() as f64,
+    );
+    put(
+        "mss_rounding_bytes_lost".into(),
+        receive
+            .iter()
+            .map(|r| r.mss_rounding_bytes_lost)
+            .sum::<u64>() as f64,
+    );
+    let stalls = report.flows.iter().flat_map(|f| &f.window.sws_stalls);
+    put("sws_stalls".into(), stalls.clone().count() as f64);
+    put(
+        "sws_stall_s".into(),
+        stalls.map(|s| s.duration_ns).sum::<u64>() as f64 / 1e9,
+    );
+    for p in report
+        .path_costs
+        .paths
+        .iter()
+        .filter(|p| p.dimension != "full")
+    {
+        let name = format!("{}.{}.{}", p.direction, p.dimension, p.path);
+        out.push((format!("path_packets.{name}"), p.packets as f64, None));
+        out.push((format!("path_share.{name}"), p.share, None));
+        // Stage costs of the partition of all packets (TX by hold, RX by GRO).
+        if matches!(p.dimension, "hold" | "gro") {
+            for s in &p.stages {
+                let stage = format!("{}.{}.{}", p.direction, p.path, s.stage);
+                for (q, ns) in [("p50", s.p50_ns), ("p90", s.p90_ns)] {
+                    out.push((format!("stage_{q}_ns.{stage}"), ns as f64, Some(s.count)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The report's share of busy time limited by `cause` (`other`: none).
+fn share(limits: &LimitsReport, cause: &str) -> f64 {
+    match cause {
+        "rwnd" => limits.rwnd,
+        "cwnd" => limits.cwnd,
+        "sndbuf" => limits.sndbuf,
+        "app" => limits.app,
+        _ => limits.unlimited,
+    }
+}
+
+impl Diff {
+    /// Every figure either report has, before and after (0 where one lacks it).
+    pub fn of(before: &Report, after: &Report) -> Diff {
+        let (b, a) = (figures(before), figures(after));
+        let mut rows: Vec<DiffRow> = Vec::new();
+        for (figure, _, _) in b.iter().chain(&a) {
+            if rows.iter().any(|r| &r.figure == figure) {
+                continue;
+            }
+            let find = |side: &[(String, f64, Option<u64>)]| {
+                side.iter()
+                    .find(|(name, _, _)| name == figure)
+                    .map_or((0.0, None), |(_, v, n)| (*v, *n))
+            };
+            let ((before, nb), (after, na)) = (find(&b), find(&a));
+            rows.push(DiffRow {
+                figure: figure.clone(),
+                before,
+                after,
+                ratio: (before != 0.0).then(|| after / before),
+                samples: (nb.is_some() || na.is_some()).then(|| [nb.unwrap_or(0), na.unwrap_or(0)]),
+            });
+        }
+        Diff { rows }
+    }
+
+    pub fn row(&self, figure: &str) -> Option<&DiffRow> {
+        self.rows.iter().find(|r| r.figure == figure)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{Analysis, AnalysisConfig, Provenance};
+    use crate::synth::{Connection, Ending, Socket};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+
+    /// One connection of 200 segments of 1000 B, one every `every_ns`.
+    fn report(every_ns: u64) -> Report {
+        let c = Connection {
+            index: 0,
+            sender: Socket {
+                addr: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 40000),
+                cookie: 7,
+            },
+            receiver: Socket {
+                addr: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 5201),
+                cookie: 8,
+            },
+            cpu: 0,
+            mss: 1000,
+            first_seq: 1,
+            segments: 200,
+            established_ns: 1_000,
+            first_segment_ns: 2_000,
+            segment_every_ns: every_ns,
+            send_every: 1,
+            read_every: 1,
+            ack_every: 1,
+            win_raw: 500,
+            unsent_segments: None,
+            unread_last: false,
+            ending: Ending::BothClose,
+        };
+        let mut analysis = Analysis::new(AnalysisConfig::default());
+        for ev in c.events() {
+            analysis.push(&ev).for_each(drop);
+        }
+        analysis.finish(Provenance {
+            kernel_release: String::new(),
+            sample_every: 1,
+            lost: Default::default(),
+            hits_not_run: None,
+            damage: None,
+        })
+    }
+
+    /// The same bytes twice as fast: throughput doubles, bytes stay, and
+    /// the stage quantiles carry their packet counts.
+    #[test]
+    fn a_faster_run_doubles_the_throughput_and_keeps_the_bytes() {
+        let diff = Diff::of(&report(20_000), &report(10_000));
+        let bytes = diff.row("bytes_sent").expect("bytes");
+        assert_eq!((bytes.before, bytes.ratio), (200_000.0, Some(1.0)));
+        let rate = diff.row("throughput_bps").expect("throughput");
+        let ratio = rate.ratio.expect("a ratio");
+        assert!((ratio - 2.0).abs() < 0.05, "{rate:?}");
+        let quantile = diff
+            .rows
+            .iter()
+            .find(|r| r.figure.starts_with("stage_p50_ns.rx."))
+            .expect("an RX stage quantile");
+        assert!(
+            quantile.samples.is_some_and(|[b, a]| b > 0 && a > 0),
+            "{quantile:?}"
+        );
+        // Every figure once.
+        let mut names: Vec<_> = diff.rows.iter().map(|r| &r.figure).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), diff.rows.len());
+    }
+}
