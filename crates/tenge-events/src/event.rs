@@ -70,6 +70,50 @@ pub mod tcp_flags {
     pub const ACK: u8 = 0x10;
 }
 
+/// A TCP state's name (include/net/tcp_states.h), for people.
+pub fn tcp_state_name(state: u8) -> Option<&'static str> {
+    const NAMES: [&str; 13] = [
+        "ESTABLISHED",
+        "SYN_SENT",
+        "SYN_RECV",
+        "FIN_WAIT1",
+        "FIN_WAIT2",
+        "TIME_WAIT",
+        "CLOSE",
+        "CLOSE_WAIT",
+        "LAST_ACK",
+        "LISTEN",
+        "CLOSING",
+        "NEW_SYN_RECV",
+        "BOUND_INACTIVE",
+    ];
+    NAMES.get(usize::from(state).checked_sub(1)?).copied()
+}
+
+/// TCP header flags as tcpdump writes them: `S`, `.` for ACK, `F`, `R`,
+/// `P`, `U`, `E`, `W` (`S.` is SYN+ACK); `none` without any.
+pub fn tcp_flags_text(flags: u8) -> String {
+    let text: String = [
+        (0x02, 'S'),
+        (0x01, 'F'),
+        (0x04, 'R'),
+        (0x08, 'P'),
+        (0x20, 'U'),
+        (0x40, 'E'),
+        (0x80, 'W'),
+        (0x10, '.'),
+    ]
+    .iter()
+    .filter(|(bit, _)| flags & bit != 0)
+    .map(|(_, c)| *c)
+    .collect();
+    if text.is_empty() {
+        "none".into()
+    } else {
+        text
+    }
+}
+
 macro_rules! kinds {
     ($( $kind:ident => $variant:ident($body:ty, $ev:ty), $name:literal; )*) => {
         /// Stable names of the kinds, as used in JSON (`"kind"`).
@@ -524,6 +568,18 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tcp_states_and_flags_by_name() {
+        assert_eq!(tcp_state_name(1), Some("ESTABLISHED"));
+        assert_eq!(tcp_state_name(10), Some("LISTEN"));
+        assert_eq!(tcp_state_name(0), None);
+        assert_eq!(tcp_state_name(200), None);
+        assert_eq!(tcp_flags_text(0x12), "S.");
+        assert_eq!(tcp_flags_text(0x18), "P.");
+        assert_eq!(tcp_flags_text(0x11), "F.");
+        assert_eq!(tcp_flags_text(0), "none");
+    }
 
     fn hdr() -> tt_hdr {
         let (family, saddr) = abi_addr("10.0.0.1".parse().unwrap());

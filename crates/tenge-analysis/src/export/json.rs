@@ -4,7 +4,7 @@
 //! `sock_cookie`, `saddr`, `sport`, `daddr`, `dport`, ...), then the body's
 //! fields under the kernel's names, exactly as in `bpf/tenge_abi.h`.
 
-use crate::event::{ip_of, Body, Event};
+use crate::event::{ip_of, tcp_flags_text, tcp_state_name, Body, Event};
 use serde_json::{Map, Value};
 use std::fmt::Write;
 
@@ -51,13 +51,33 @@ pub fn event_json(ev: &Event) -> Value {
     if let Some(variant) = variant_name(ev) {
         map.insert("hook".into(), variant.into());
     }
-    if let Value::Object(body) = body_value(&ev.body) {
-        map.extend(body.into_iter().filter(|(k, _)| !k.starts_with("_pad")));
-    }
+    map.extend(body_fields(ev));
     Value::Object(map)
 }
 
-/// One event as a line for people: time, CPU, kind, flow, then the body's fields.
+/// Body fields that are kernel pointers (or their hashed stand-ins): hex
+/// strings, as `skb`, since a JSON number above 2^53 loses digits in most
+/// readers (jq among them).
+const POINTER_FIELDS: [&str; 2] = ["napi", "location"];
+
+/// The body's fields under the kernel's names, padding left out.
+fn body_fields(ev: &Event) -> impl Iterator<Item = (String, Value)> {
+    let body = match body_value(&ev.body) {
+        Value::Object(body) => body,
+        _ => Map::new(),
+    };
+    body.into_iter()
+        .filter(|(k, _)| !k.starts_with("_pad"))
+        .map(
+            |(k, v)| match (POINTER_FIELDS.contains(&k.as_str()), v.as_u64()) {
+                (true, Some(n)) => (k, format!("{n:#x}").into()),
+                _ => (k, v),
+            },
+        )
+}
+
+/// One event as a line for people: time, CPU, kind, flow, then the body's
+/// fields (TCP states and flags by name, pointers in hex).
 pub fn event_text(ev: &Event, out: &mut String) {
     let h = &ev.hdr;
     let _ = write!(
@@ -80,10 +100,18 @@ pub fn event_text(ev: &Event, out: &mut String) {
     if let Some(variant) = variant_name(ev) {
         let _ = write!(out, " hook={variant}");
     }
-    if let Value::Object(body) = body_value(&ev.body) {
-        for (k, v) in body.iter().filter(|(k, _)| !k.starts_with("_pad")) {
-            let _ = write!(out, " {k}={v}");
-        }
+    for (k, v) in body_fields(ev) {
+        let number = v.as_u64().and_then(|n| u8::try_from(n).ok());
+        let named = match (k.as_str(), number) {
+            ("oldstate" | "newstate", Some(state)) => tcp_state_name(state).map(String::from),
+            ("tcp_flags", Some(flags)) => Some(tcp_flags_text(flags)),
+            _ => None,
+        };
+        let _ = match (named, v.as_str()) {
+            (Some(name), _) => write!(out, " {k}={name}"),
+            (None, Some(text)) => write!(out, " {k}={text}"),
+            (None, None) => write!(out, " {k}={v}"),
+        };
     }
 }
 
