@@ -172,6 +172,16 @@ fn watch_alerts_within_a_second_and_once_per_stall() {
         );
     }
     assert_eq!(stall_alerts.len(), periods.len());
+    // Each carries its numbers for programs: the MSS the window stays
+    // below, and how long the stall had lasted when it was raised.
+    for a in alerts.iter().filter(|a| a["kind"] == "sws_stall") {
+        let figures = &a["figures"];
+        assert_eq!(figures["bytes"], 8948, "{a}");
+        assert!(
+            figures["duration_ns"].as_u64().is_some_and(|d| d > 0),
+            "{a}"
+        );
+    }
     // The summary's episodes are the same ones.
     let episodes: usize = summary["report"]["flows"]
         .as_array()

@@ -70,6 +70,38 @@ pub struct Alert {
     pub cleared: bool,
     /// What happened, with the bytes and the throughput it costs.
     pub message: String,
+    /// The message's numbers, for programs (Alertmanager, scripts).
+    pub figures: AlertFigures,
+}
+
+/// An alert's numbers: what its message says in words. Each is there when
+/// the alert's kind has it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct AlertFigures {
+    /// The figure held against the threshold, 0 to 1: the share of the
+    /// recent busy time the limit held (limit kinds), or of the free space
+    /// the latest windows lost (mss_clamp).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
+    /// The threshold it crossed, in percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threshold_pct: Option<f64>,
+    /// The limiting window in bytes (limit kinds; sws_stall: the MSS it
+    /// stays below), or the bytes lost per window (mss_clamp).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub srtt_us: Option<u32>,
+    /// What the limiting window allows per RTT (sws_stall: one MSS per RTT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceiling_bps: Option<f64>,
+    /// What was acknowledged (limit kinds), arrived (mss_clamp) or
+    /// delivered (sws_stall) meanwhile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub achieved_bps: Option<f64>,
+    /// How long the stall has lasted (sws_stall).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
 }
 
 /// The alerts one event raised: usually none, and then dropping them costs

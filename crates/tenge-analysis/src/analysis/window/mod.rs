@@ -25,7 +25,7 @@ pub mod sender;
 pub mod stalls;
 
 pub use advice::{Advice, MtuOption};
-pub use alerts::{ActiveAlerts, Alert, AlertKind, Alerts};
+pub use alerts::{ActiveAlerts, Alert, AlertFigures, AlertKind, Alerts};
 pub use limits::{KernelChrono, LimitFractions, LimitTimes, LimitsReport};
 pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowClassifier};
 pub use sender::{SendWindow, WindowChain};
@@ -285,7 +285,13 @@ impl Flow {
         }
     }
 
-    fn alert(&mut self, out: &mut Vec<Alert>, ts_ns: u64, kind: AlertKind, message: String) {
+    fn alert(
+        &mut self,
+        out: &mut Vec<Alert>,
+        ts_ns: u64,
+        kind: AlertKind,
+        (message, figures): (String, AlertFigures),
+    ) {
         let alert = Alert {
             ts_ns,
             sock_cookie: self.cookie,
@@ -293,6 +299,7 @@ impl Flow {
             kind,
             cleared: false,
             message,
+            figures,
         };
         self.alerts.push(alert.clone());
         out.push(alert);
@@ -307,6 +314,7 @@ impl Flow {
             kind,
             cleared: true,
             message,
+            figures: AlertFigures::default(),
         });
     }
 
@@ -464,7 +472,15 @@ impl Flow {
             s.sub_mss_segments,
             s.bytes_delivered,
         );
-        self.alert(out, s.end_ns, AlertKind::SwsStall, message);
+        let figures = AlertFigures {
+            bytes: Some(u64::from(s.mss)),
+            srtt_us: Some(self.srtt_us(peer)),
+            ceiling_bps: bps(f64::from(s.mss), f64::from(self.srtt_us(peer))),
+            achieved_bps: bps(s.bytes_delivered as f64, s.duration_ns as f64 / 1000.0),
+            duration_ns: Some(s.duration_ns),
+            ..AlertFigures::default()
+        };
+        self.alert(out, s.end_ns, AlertKind::SwsStall, (message, figures));
     }
 
     /// `latest`: the window just classified.
@@ -559,7 +575,16 @@ impl Flow {
             "advertised window loses {:.1}% of free space to {cause}: {lost:.0} of {free:.0} B per window{cost}{binding}",
             fraction * 100.0
         );
-        self.alert(out, ts, AlertKind::MssClamp, message);
+        let figures = AlertFigures {
+            share: Some(fraction),
+            threshold_pct: Some(cfg.threshold_pct),
+            bytes: Some(lost as u64),
+            srtt_us: Some(srtt),
+            ceiling_bps: cap,
+            achieved_bps: received,
+            ..AlertFigures::default()
+        };
+        self.alert(out, ts, AlertKind::MssClamp, (message, figures));
     }
 
     /// Limit alerts. A limit's share of the recent window is the kernel's
@@ -647,7 +672,16 @@ impl Flow {
                 format!(", and {} was acknowledged", rate(b))
             });
             let message = format!("{of_window} ({source}): {what}{ceiling}{achieved}");
-            self.alert(out, ts, kind, message);
+            let figures = AlertFigures {
+                share: Some(share),
+                threshold_pct: Some(cfg.threshold_pct),
+                bytes: Some(window),
+                srtt_us: Some(srtt),
+                ceiling_bps: cap,
+                achieved_bps: check.acked_bps,
+                ..AlertFigures::default()
+            };
+            self.alert(out, ts, kind, (message, figures));
         }
     }
 }
