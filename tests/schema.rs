@@ -111,7 +111,8 @@ fn schemas_accept_the_output_and_require_the_contract_fields() {
         .remove("rows_folded");
     assert!(!schemas.report.is_valid(&bogus_retirement));
     let alert = json!({"type": "alert", "ts_ns": 1, "sock_cookie": 4242,
-        "flow": "198.18.0.2:5001 -> 198.18.0.1:40000", "kind": "mss_clamp", "message": "m"});
+        "flow": "198.18.0.2:5001 -> 198.18.0.1:40000", "kind": "mss_clamp", "message": "m",
+        "figures": {"share": 0.41, "threshold_pct": 20.0, "bytes": 12481, "srtt_us": 2244}});
     assert_valid(&schemas.watch, &alert);
 
     // Each contract field is required: without it, the document fails.
@@ -157,6 +158,7 @@ fn schemas_accept_the_output_and_require_the_contract_fields() {
         );
     }
     assert!(!schemas.watch.is_valid(&without(&alert, "/type")));
+    assert!(!schemas.watch.is_valid(&without(&alert, "/figures")));
     let mut bogus = alert.clone();
     bogus["kind"] = "bogus".into();
     assert!(!schemas.watch.is_valid(&bogus));
