@@ -174,7 +174,9 @@ fn render_findings(out: &mut String, report: &Report) {
     let findings: Vec<_> = report
         .flows
         .iter()
-        .filter(|f| !f.alerts.is_empty() || !f.window.sws_stalls.is_empty())
+        // A flow the analysis flagged has advice even when no alert fired
+        // (a transfer shorter than an alert's window): its findings show.
+        .filter(|f| !f.alerts.is_empty() || !f.window.sws_stalls.is_empty() || !f.advice.is_empty())
         .collect();
     if !findings.is_empty() {
         let _ = writeln!(out, "\nFINDINGS");
@@ -214,9 +216,20 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
     }
     if let (Some(ideal), Some(allowed)) = (flow.window.ideal_window, flow.window.mss_allowed_window)
     {
+        let source = match flow.window.ideal_window_source {
+            Some("bandwidth_delay") => " (bandwidth × RTT)",
+            Some(_) => " (the receiver's mean free space)",
+            None => "",
+        };
+        // Figure 8: what whole segments of the MSS make of it; below one
+        // MSS that is none at all, the silly window.
+        let allowed_text = match (allowed, flow.mss.sender.or(flow.mss.receiver_estimate)) {
+            (0, Some(mss)) => format!("0 B: less than one MSS ({mss} B), no whole segment"),
+            _ => format!("{allowed} B"),
+        };
         let _ = writeln!(
             out,
-            "  ideal window {ideal} B, MSS-allowed {allowed} B ({} less)",
+            "  ideal window {ideal} B{source}, MSS-allowed {allowed_text} ({} less)",
             pct(1.0 - allowed as f64 / ideal.max(1) as f64)
         );
     }
