@@ -28,10 +28,28 @@ pub struct Diff {
     pub rows: Vec<DiffRow>,
 }
 
+/// One recording's value of a figure.
+struct Figure {
+    name: String,
+    value: f64,
+    /// Packets a quantile stands on.
+    samples: Option<u64>,
+}
+
+impl Figure {
+    fn new(name: String, value: f64) -> Figure {
+        Figure {
+            name,
+            value,
+            samples: None,
+        }
+    }
+}
+
 /// A recording's totals, by figure name, in the order they are shown.
-fn figures(report: &Report) -> Vec<(String, f64, Option<u64>)> {
-    let mut out: Vec<(String, f64, Option<u64>)> = Vec::new();
-    let mut put = |name: String, value: f64| out.push((name, value, None));
+fn figures(report: &Report) -> Vec<Figure> {
+    let mut out: Vec<Figure> = Vec::new();
+    let mut put = |name: String, value: f64| out.push(Figure::new(name, value));
     let senders: Vec<_> = report.sockets.iter().filter(|s| s.bytes_sent > 0).collect();
     let bytes: u64 = senders.iter().map(|s| s.bytes_sent).sum();
     let span_ns = senders.iter().map(|s| s.last_ns).max().unwrap_or(0)
@@ -113,14 +131,20 @@ fn figures(report: &Report) -> Vec<(String, f64, Option<u64>)> {
         .filter(|p| p.dimension != "full")
     {
         let name = format!("{}.{}.{}", p.direction, p.dimension, p.path);
-        out.push((format!("path_packets.{name}"), p.packets as f64, None));
-        out.push((format!("path_share.{name}"), p.share, None));
+        out.push(Figure::new(
+            format!("path_packets.{name}"),
+            p.packets as f64,
+        ));
+        out.push(Figure::new(format!("path_share.{name}"), p.share));
         // Stage costs of the partition of all packets (TX by hold, RX by GRO).
         if matches!(p.dimension, "hold" | "gro") {
             for s in &p.stages {
                 let stage = format!("{}.{}.{}", p.direction, p.path, s.stage);
                 for (q, ns) in [("p50", s.p50_ns), ("p90", s.p90_ns)] {
-                    out.push((format!("stage_{q}_ns.{stage}"), ns as f64, Some(s.count)));
+                    out.push(Figure {
+                        samples: Some(s.count),
+                        ..Figure::new(format!("stage_{q}_ns.{stage}"), ns as f64)
+                    });
                 }
             }
         }
@@ -144,14 +168,14 @@ impl Diff {
     pub fn of(before: &Report, after: &Report) -> Diff {
         let (b, a) = (figures(before), figures(after));
         let mut rows: Vec<DiffRow> = Vec::new();
-        for (figure, _, _) in b.iter().chain(&a) {
+        for figure in b.iter().chain(&a).map(|f| &f.name) {
             if rows.iter().any(|r| &r.figure == figure) {
                 continue;
             }
-            let find = |side: &[(String, f64, Option<u64>)]| {
+            let find = |side: &[Figure]| {
                 side.iter()
-                    .find(|(name, _, _)| name == figure)
-                    .map_or((0.0, None), |(_, v, n)| (*v, *n))
+                    .find(|f| &f.name == figure)
+                    .map_or((0.0, None), |f| (f.value, f.samples))
             };
             let ((before, nb), (after, na)) = (find(&b), find(&a));
             rows.push(DiffRow {

@@ -238,11 +238,8 @@ impl Lab {
         let (lent, sender_iface, receiver_iface) = match &cfg.link {
             Link::Veth => {
                 add_veth_pair(&sender, &receiver)?;
-                let names = (
-                    link::SENDER_VETH.to_string(),
-                    link::RECEIVER_VETH.to_string(),
-                );
-                (Vec::new(), names.0, names.1)
+                let (snd, rcv) = (link::SENDER_VETH, link::RECEIVER_VETH);
+                (Vec::new(), snd.to_string(), rcv.to_string())
             }
             Link::Nic {
                 sender: snd,
