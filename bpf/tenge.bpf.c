@@ -49,6 +49,176 @@ struct trace_event_raw_tcp_event_sk_skb___old {
 	const void *skaddr;
 } __attribute__((preserve_access_index));
 
+/* ---- journeys (struct tt_tx_journey, struct tt_rx_journey) --------------- */
+
+/* 1: every hop sends its own record (`--per-hook`), as before journeys. */
+const volatile __u8 per_hook = 0;
+
+/*
+ * The journey a CPU has in flight (`skb` 0: none). `wanted` is what the
+ * filters and sampling decided at its first hop; the later hops of the same
+ * skb would decide alike, so they learn it with a load instead of parsing
+ * the headers again. `skb_len` is the length the first hop parsed: the
+ * headers it read stand while the skb keeps it.
+ */
+struct tx_journey {
+	__u64 skb;
+	__u32 skb_len;
+	__u8 wanted;
+	struct tt_tx_journey rec;
+};
+
+struct rx_journey {
+	__u64 skb;
+	__u64 sk; /* the socket tcp_probe took it into, for sk_data_ready */
+	__u8 wanted;
+	struct tt_rx_journey rec;
+};
+
+/*
+ * Skbs seen at the driver entry, waiting for netif_receive_skb: GRO and the
+ * backlog hold several, so a small table per CPU, direct-mapped by address.
+ * An skb that finds its slot taken sends the occupant's record first.
+ */
+#define RX_SLOTS 64
+
+struct rx_entry_slot {
+	__u64 skb;
+	__u32 skb_len;
+	__u8 wanted;
+	struct tt_ev_pkt ev;
+};
+
+struct rx_entries {
+	__u32 held;
+	__u64 addr; /* scratch: an address as a number (see rx_slot) */
+	struct rx_entry_slot slot[RX_SLOTS];
+};
+
+#define PER_CPU_ONE(name, elem)                                                                    \
+	struct {                                                                                   \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                           \
+		__uint(max_entries, 1);                                                            \
+		__type(key, __u32);                                                                \
+		__type(value, elem);                                                               \
+	} name SEC(".maps")
+
+PER_CPU_ONE(tx_journeys, struct tx_journey);
+PER_CPU_ONE(rx_journeys, struct rx_journey);
+PER_CPU_ONE(rx_entries, struct rx_entries);
+
+/* This CPU's element of a PER_CPU_ONE map; NULL when running per hook. */
+static __always_inline void *journey_state(void *map)
+{
+	__u32 zero = 0;
+
+	return per_hook ? NULL : bpf_map_lookup_elem(map, &zero);
+}
+
+static __always_inline void count_lost_hop(const struct tt_hdr *hop)
+{
+	if (hop->kind)
+		count_lost(hop->kind);
+}
+
+static __always_inline void tx_flush(struct tx_journey *j)
+{
+	if (!j->skb)
+		return;
+	j->skb = 0;
+	if (!j->wanted)
+		return;
+	if (!j->rec.start_xmit.hdr.kind) {
+		if (!output(&j->rec.queue, sizeof(j->rec.queue)))
+			count_lost(TT_KIND_WINDOW_ADV);
+	} else if (!output(&j->rec, sizeof(j->rec))) {
+		count_lost_hop(&j->rec.queue.hdr);
+		count_lost_hop(&j->rec.start_xmit.hdr);
+		count_lost_hop(&j->rec.xmit.hdr);
+	}
+}
+
+static __always_inline void rx_flush(struct rx_journey *j)
+{
+	if (!j->skb)
+		return;
+	j->skb = 0;
+	if (!j->wanted)
+		return;
+	if (!j->rec.entry.hdr.kind && !j->rec.tcp.hdr.kind) {
+		if (!output(&j->rec.netif, sizeof(j->rec.netif)))
+			count_lost(TT_KIND_NETIF_RECEIVE);
+	} else if (!output(&j->rec, sizeof(j->rec))) {
+		count_lost_hop(&j->rec.entry.hdr);
+		count_lost_hop(&j->rec.netif.hdr);
+		count_lost_hop(&j->rec.tcp.hdr);
+		count_lost_hop(&j->rec.ready.hdr);
+	}
+}
+
+static __always_inline struct rx_entry_slot *rx_slot(struct rx_entries *e, const void *skb)
+{
+	/*
+	 * The verifier forbids shifting a BTF pointer; read back from a map,
+	 * the address is a number. skbs are 256-byte slab objects: the bits
+	 * above those vary.
+	 */
+	e->addr = (unsigned long)skb;
+	__u64 addr = *(volatile __u64 *)&e->addr;
+
+	return &e->slot[(addr >> 8) & (RX_SLOTS - 1)];
+}
+
+/* Empties a slot, sending the record it held. */
+static __always_inline void rx_slot_flush(struct rx_entries *e, struct rx_entry_slot *s)
+{
+	if (!s->skb)
+		return;
+	s->skb = 0;
+	e->held -= 1;
+	if (s->wanted && !output(&s->ev, sizeof(s->ev)))
+		count_lost(TT_KIND_RX_ENTRY);
+}
+
+/*
+ * Ends every journey this CPU holds: at the end of a NAPI poll, when the
+ * skbs it handled have gone as far as the poll takes them.
+ */
+static __always_inline void flush_journeys(void)
+{
+	struct tx_journey *tx = journey_state(&tx_journeys);
+	struct rx_journey *rx = journey_state(&rx_journeys);
+	struct rx_entries *e = journey_state(&rx_entries);
+
+	if (tx)
+		tx_flush(tx);
+	if (rx)
+		rx_flush(rx);
+	if (!e || !e->held)
+		return;
+	for (int i = 0; i < RX_SLOTS; i++)
+		rx_slot_flush(e, &e->slot[i]);
+}
+
+/* A dropped skb ends its journey: the drop's record follows it. */
+static __always_inline void flush_journeys_of(const void *skb)
+{
+	struct tx_journey *tx = journey_state(&tx_journeys);
+	struct rx_journey *rx = journey_state(&rx_journeys);
+	struct rx_entries *e = journey_state(&rx_entries);
+
+	if (tx && tx->skb == (unsigned long)skb)
+		tx_flush(tx);
+	if (rx && rx->skb == (unsigned long)skb)
+		rx_flush(rx);
+	if (e) {
+		struct rx_entry_slot *s = rx_slot(e, skb);
+
+		if (s->skb == (unsigned long)skb)
+			rx_slot_flush(e, s);
+	}
+}
+
 /* ---- sendmsg: tcp:tcp_sendmsg_locked ------------------------------------- */
 
 /*
@@ -118,6 +288,34 @@ int BPF_KPROBE(sendmsg_kprobe, struct sock *sk, struct msghdr *msg)
 
 /* ---- socket events ------------------------------------------------------- */
 
+static __always_inline void data_ready_fill(struct tt_ev_data_ready *ev, const struct tt_hdr *h,
+					    const struct sock *sk, __u32 rcv_nxt, __u32 copied_seq,
+					    bool btf)
+{
+	stamp(&ev->hdr, h, TT_KIND_DATA_READY);
+	ev->body.rcv_nxt = rcv_nxt;
+	ev->body.copied_seq = copied_seq;
+	ev->body.sk_rmem_alloc = RD(btf, sk, sk_backlog.rmem_alloc.counter);
+	ev->body.sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
+}
+
+/*
+ * The CPU's RX journey if tcp_probe just took its skb into `sk` (the data
+ * becoming readable ends it); else what it holds is sent, and NULL.
+ */
+static __always_inline struct rx_journey *rx_journey_ready(const struct sock *sk)
+{
+	struct rx_journey *j = journey_state(&rx_journeys);
+
+	if (!j || !j->skb)
+		return NULL;
+	if (j->wanted && j->sk == (unsigned long)sk && j->rec.tcp.hdr.kind &&
+	    !j->rec.ready.hdr.kind)
+		return j;
+	rx_flush(j);
+	return NULL;
+}
+
 static __always_inline int data_ready_body(const struct sock *sk, bool btf)
 {
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
@@ -127,18 +325,27 @@ static __always_inline int data_ready_body(const struct sock *sk, bool btf)
 		return 0;
 	__u32 rcv_nxt = RD(btf, tp, rcv_nxt);
 	__u32 copied_seq = RD(btf, tp, copied_seq);
+	struct rx_journey *j = rx_journey_ready(sk);
 
 	/*
 	 * All the unread bytes: a superset of those that just became readable
 	 * (rcv_nxt before this skb is not known here), whatever the skb held.
 	 */
-	if (!sampled_range(copied_seq, rcv_nxt) || !sock_flow(&h, sk, btf, btf))
+	bool kept = sampled_range(copied_seq, rcv_nxt) && sock_flow(&h, sk, btf, btf);
+
+	if (j) {
+		if (kept)
+			data_ready_fill(&j->rec.ready, &h, sk, rcv_nxt, copied_seq, btf);
+		rx_flush(j);
 		return 0;
-	EMIT_BEGIN(ev, data_ready, &h, TT_KIND_DATA_READY);
-	ev->body.rcv_nxt = rcv_nxt;
-	ev->body.copied_seq = copied_seq;
-	ev->body.sk_rmem_alloc = RD(btf, sk, sk_backlog.rmem_alloc.counter);
-	ev->body.sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
+	}
+	if (!kept)
+		return 0;
+	struct tt_ev_data_ready *ev = reserve(sizeof(*ev), TT_KIND_DATA_READY);
+
+	if (!ev)
+		return 0;
+	data_ready_fill(ev, &h, sk, rcv_nxt, copied_seq, btf);
 	submit(ev, sizeof(*ev));
 	return 0;
 }
@@ -264,34 +471,15 @@ TRACEPOINT(state, sock, inet_sock_set_state, trace_event_raw_inet_sock_set_state
 
 /* ---- tcp_rcv: tcp:tcp_probe ---------------------------------------------- */
 
-static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_buff *skb, bool btf)
+static __always_inline void tcp_rcv_fill(struct tt_ev_tcp_rcv *ev, const struct tt_hdr *h,
+					 const struct sock *sk, const struct tcp_sock *tp,
+					 const struct sk_buff *skb, const __u8 th[20], __u32 seq,
+					 __u32 end_seq, __u32 ack, bool btf)
 {
-	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
-	const struct tcp_skb_cb *cb = tcp_cb(skb);
-	struct tt_hdr h = {};
-	__u8 th[20];
-
-	if (!tp)
-		return 0;
-	__u32 seq = RD(btf, cb, seq);
-	__u32 end_seq = RD(btf, cb, end_seq);
-	__u32 ack = RD(btf, cb, ack_seq);
-	/* __u16 since 6.14, __u8 before: read at the running kernel's size */
-	__u8 flags = RD_BITFIELD(btf, cb, tcp_flags);
-	/* end_seq counts SYN and FIN; the payload ends before them. */
-	__u32 len = end_seq - seq - !!(flags & TCP_FLAG_SYN) - !!(flags & TCP_FLAG_FIN);
-
-	/* A merged skb (GRO, backlog coalescing) is kept if any packet in it is. */
-	if (!sampled_segment(seq, len, ack, flags) || !sock_flow(&h, sk, btf, btf))
-		return 0;
-	/* tcp_rcv_established(): skb->data is the TCP header */
-	if (bpf_probe_read_kernel(th, sizeof(th), RD(btf, skb, data)))
-		return 0;
-	h.skb = (unsigned long)skb;
-	EMIT_BEGIN(ev, tcp_rcv, &h, TT_KIND_TCP_RCV);
 	struct tt_tcp_rcv *b = &ev->body;
 	__u16 win;
 
+	stamp(&ev->hdr, h, TT_KIND_TCP_RCV);
 	__builtin_memcpy(&win, th + 14, 2);
 	b->seq = seq;
 	b->end_seq = end_seq;
@@ -323,7 +511,72 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 	b->chrono_type = RD_BITFIELD(btf, tp, chrono_type);
 	b->backlog = RD(btf, sk, sk_lock.owned) != 0;
 	b->ca_state = RD_BITFIELD(btf, &tp->inet_conn, icsk_ca_state);
+	b->_pad0 = 0;
+}
+
+/*
+ * The CPU's RX journey if it holds `skb` as netif_receive_skb left it; else
+ * what it holds is sent, and NULL.
+ */
+static __always_inline struct rx_journey *rx_journey_at_tcp(const struct sk_buff *skb)
+{
+	struct rx_journey *j = journey_state(&rx_journeys);
+
+	if (!j || !j->skb)
+		return NULL;
+	if (j->skb == (unsigned long)skb && !j->rec.tcp.hdr.kind)
+		return j;
+	rx_flush(j);
+	return NULL;
+}
+
+static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_buff *skb, bool btf)
+{
+	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
+	const struct tcp_skb_cb *cb = tcp_cb(skb);
+	struct rx_journey *j = rx_journey_at_tcp(skb);
+	struct tt_hdr h = {};
+	__u8 th[20];
+
+	if (j && !j->wanted) {
+		j->skb = 0;
+		return 0;
+	}
+	if (!tp)
+		goto out;
+	__u32 seq = RD(btf, cb, seq);
+	__u32 end_seq = RD(btf, cb, end_seq);
+	__u32 ack = RD(btf, cb, ack_seq);
+	/* __u16 since 6.14, __u8 before: read at the running kernel's size */
+	__u8 flags = RD_BITFIELD(btf, cb, tcp_flags);
+	/* end_seq counts SYN and FIN; the payload ends before them. */
+	__u32 len = end_seq - seq - !!(flags & TCP_FLAG_SYN) - !!(flags & TCP_FLAG_FIN);
+
+	/*
+	 * A merged skb (GRO, backlog coalescing) is kept if any packet in it
+	 * is; a journey's skb was kept on the same bytes at netif_receive_skb.
+	 */
+	if ((!j && !sampled_segment(seq, len, ack, flags)) || !sock_flow(&h, sk, btf, btf))
+		goto out;
+	/* tcp_rcv_established(): skb->data is the TCP header */
+	if (bpf_probe_read_kernel(th, sizeof(th), RD(btf, skb, data)))
+		goto out;
+	h.skb = (unsigned long)skb;
+	if (j) {
+		tcp_rcv_fill(&j->rec.tcp, &h, sk, tp, skb, th, seq, end_seq, ack, btf);
+		j->sk = (unsigned long)sk;
+		return 0;
+	}
+	struct tt_ev_tcp_rcv *ev = reserve(sizeof(*ev), TT_KIND_TCP_RCV);
+
+	if (!ev)
+		return 0;
+	tcp_rcv_fill(ev, &h, sk, tp, skb, th, seq, end_seq, ack, btf);
 	submit(ev, sizeof(*ev));
+	return 0;
+out:
+	if (j)
+		rx_flush(j);
 	return 0;
 }
 
@@ -509,51 +762,24 @@ static __always_inline struct tcp_span *tcp_span_copy(const struct tcp_sock *tp,
 		val;                                                                               \
 	})
 
-/*
- * Runs synchronously after tcp_select_window() chose this segment's window,
- * so the socket state read here is what the window was computed from.
- */
-static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
+static __always_inline void window_adv_fill(struct tt_ev_window_adv *ev, const struct tt_hdr *h,
+					    const struct tcp_pkt *p, const struct sk_buff *skb,
+					    const struct sock *sk, const struct tcp_span *span,
+					    __u32 start, bool btf)
 {
-	const struct sock *sk = RD(btf, skb, sk);
-	struct tt_hdr h = {};
-	struct tcp_pkt p;
-
-	if (!is_tcp_fullsock(sk, btf) || !parse_nh(&h, &p, skb, true, btf))
-		return 0;
-	if (!port_wanted(&h) || !addr_wanted(&h) || !sampled_segment(p.seq, p.len, p.ack, p.flags))
-		return 0;
-	h.netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);
-	if (!netns_wanted(&h))
-		return 0;
-	h.sock_cookie = sock_cookie(sk, btf, false);
-	h.skb = (unsigned long)skb;
-
-	/*
-	 * skb->sk is an RCU pointer, which bpf_skc_to_tcp_sock refuses, so even
-	 * tp_btf cannot load tcp_sock fields past struct sock: copy the span
-	 * they live in with one probe read (~0.5 KiB) instead of one per field.
-	 */
-	const struct tcp_sock *tp = (const void *)sk;
-	__u32 start;
-	struct tcp_span *span = tcp_span_copy(tp, &start);
-
-	if (!span)
-		return 0;
+	struct tt_window_adv *b = &ev->body;
 	struct gso_info gso = gso_of(skb, btf);
 	__u8 wscale = SPAN_BITFIELD(span, start, rx_opt.rcv_wscale);
 
-	EMIT_BEGIN(ev, window_adv, &h, TT_KIND_WINDOW_ADV);
-	struct tt_window_adv *b = &ev->body;
-
-	b->seq = p.seq;
-	b->ack = p.ack;
-	b->len = p.len;
-	b->win_raw = p.win_raw;
-	b->tcp_flags = p.flags;
+	stamp(&ev->hdr, h, TT_KIND_WINDOW_ADV);
+	b->seq = p->seq;
+	b->ack = p->ack;
+	b->len = p->len;
+	b->win_raw = p->win_raw;
+	b->tcp_flags = p->flags;
 	b->rcv_wscale = wscale;
 	/* RFC 7323: the window of a SYN segment is never scaled */
-	b->window = p.flags & TCP_FLAG_SYN ? p.win_raw : (__u32)p.win_raw << wscale;
+	b->window = p->flags & TCP_FLAG_SYN ? p->win_raw : (__u32)p->win_raw << wscale;
 	b->gso_segs = gso.segs;
 	b->gso_size = gso.size;
 	b->sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
@@ -567,6 +793,8 @@ static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
 	b->rcv_wup = SPAN_FIELD(span, start, rcv_wup);
 	b->copied_seq = SPAN_FIELD(span, start, copied_seq);
 	b->advmss = SPAN_FIELD(span, start, advmss);
+	b->scaling_ratio = 0;
+	b->adv_win_scale = 0;
 	if (bpf_core_field_exists(struct tcp_sock, scaling_ratio))
 		b->scaling_ratio = SPAN_FIELD(span, start, scaling_ratio);
 	else if (bpf_core_field_exists(struct netns_ipv4, sysctl_tcp_adv_win_scale))
@@ -582,10 +810,78 @@ static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
 	b->write_seq = SPAN_FIELD(span, start, write_seq);
 	b->icsk_probes_out = SPAN_FIELD(span, start, inet_conn.icsk_probes_out);
 	b->icsk_backoff = SPAN_FIELD(span, start, inet_conn.icsk_backoff);
+	b->tcp_shrink_window = 0;
 	if (bpf_core_field_exists(struct netns_ipv4, sysctl_tcp_shrink_window))
 		b->tcp_shrink_window =
 		    RD(btf, sk, __sk_common.skc_net.net, ipv4.sysctl_tcp_shrink_window);
+}
+
+/* Starts `skb`'s TX journey; `wanted`: its hops are to be recorded. */
+static __always_inline void tx_begin(struct tx_journey *j, const struct sk_buff *skb, bool wanted,
+				     bool btf)
+{
+	j->skb = (unsigned long)skb;
+	j->skb_len = RD(btf, skb, len);
+	j->wanted = wanted;
+	j->rec.hdr.kind = TT_KIND_JOURNEY;
+	j->rec.hdr.variant = TT_JOURNEY_TX;
+	j->rec.start_xmit.hdr.kind = 0;
+	j->rec.xmit.hdr.kind = 0;
+}
+
+/*
+ * Runs synchronously after tcp_select_window() chose this segment's window,
+ * so the socket state read here is what the window was computed from. It
+ * starts the segment's TX journey; a segment the filters drop here is
+ * dropped at start_xmit and xmit alike, which learn it from the journey. A
+ * segment of a mini-socket has no window_adv but its device events: those
+ * hooks parse it themselves.
+ */
+static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
+{
+	struct tx_journey *j = journey_state(&tx_journeys);
+	const struct sock *sk = RD(btf, skb, sk);
+	struct tt_hdr h = {};
+	struct tcp_pkt p;
+
+	if (j)
+		tx_flush(j);
+	if (!is_tcp_fullsock(sk, btf))
+		return 0;
+	if (!parse_nh(&h, &p, skb, true, btf) || !port_wanted(&h) || !addr_wanted(&h) ||
+	    !sampled_segment(p.seq, p.len, p.ack, p.flags))
+		goto unwanted;
+	h.netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);
+	if (!netns_wanted(&h))
+		goto unwanted;
+	h.sock_cookie = sock_cookie(sk, btf, false);
+	h.skb = (unsigned long)skb;
+
+	/*
+	 * skb->sk is an RCU pointer, which bpf_skc_to_tcp_sock refuses, so even
+	 * tp_btf cannot load tcp_sock fields past struct sock: copy the span
+	 * they live in with one probe read (~0.5 KiB) instead of one per field.
+	 */
+	__u32 start;
+	struct tcp_span *span = tcp_span_copy((const void *)sk, &start);
+
+	if (!span)
+		return 0;
+	if (j) {
+		tx_begin(j, skb, true, btf);
+		window_adv_fill(&j->rec.queue, &h, &p, skb, sk, span, start, btf);
+		return 0;
+	}
+	struct tt_ev_window_adv *ev = reserve(sizeof(*ev), TT_KIND_WINDOW_ADV);
+
+	if (!ev)
+		return 0;
+	window_adv_fill(ev, &h, &p, skb, sk, span, start, btf);
 	submit(ev, sizeof(*ev));
+	return 0;
+unwanted:
+	if (j)
+		tx_begin(j, skb, false, btf);
 	return 0;
 }
 
@@ -645,13 +941,65 @@ struct {
 	__type(value, struct xmit_stash);
 } xmit_stash SEC(".maps");
 
+/*
+ * The CPU's TX journey if it holds `skb` with hop `hop` (start_xmit or xmit)
+ * still to come; else what it holds is sent, and NULL. At xmit the skb may
+ * be freed: only its address is compared.
+ */
+static __always_inline struct tx_journey *tx_journey_at(const struct sk_buff *skb, __u8 hop,
+							bool btf)
+{
+	struct tx_journey *j = journey_state(&tx_journeys);
+
+	if (!j || !j->skb)
+		return NULL;
+	if (j->skb == (unsigned long)skb) {
+		if (!j->wanted)
+			return j;
+		if (hop == TT_KIND_DEV_START_XMIT && !j->rec.start_xmit.hdr.kind &&
+		    j->skb_len == RD(btf, skb, len))
+			return j;
+		if (hop == TT_KIND_DEV_XMIT && j->rec.start_xmit.hdr.kind)
+			return j;
+	}
+	tx_flush(j);
+	return NULL;
+}
+
+/* start_xmit's record from the segment's window_adv: the same headers. */
+static __always_inline void start_xmit_from_queue(struct tt_ev_pkt *ev,
+						  const struct tt_ev_window_adv *queue,
+						  const struct sk_buff *skb, bool btf)
+{
+	struct tt_pkt *b = &ev->body;
+
+	stamp(&ev->hdr, &queue->hdr, TT_KIND_DEV_START_XMIT);
+	b->seq = queue->body.seq;
+	b->ack = queue->body.ack;
+	b->len = queue->body.len;
+	b->skb_len = RD(btf, skb, len);
+	b->gso_segs = queue->body.gso_segs;
+	b->gso_size = queue->body.gso_size;
+	b->win_raw = queue->body.win_raw;
+	b->tcp_flags = queue->body.tcp_flags;
+	b->_pad0 = 0;
+	b->ifindex = RD(btf, skb, dev, ifindex);
+	b->rc = 0;
+}
+
 static __always_inline int dev_start_xmit_body(const struct sk_buff *skb, bool btf)
 {
+	struct tx_journey *j = tx_journey_at(skb, TT_KIND_DEV_START_XMIT, btf);
 	__u32 zero = 0;
 	struct xmit_stash *stash = bpf_map_lookup_elem(&xmit_stash, &zero);
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
+	if (j) {
+		if (j->wanted)
+			start_xmit_from_queue(&j->rec.start_xmit, &j->rec.queue, skb, btf);
+		return 0;
+	}
 	if (!stash || !parse_nh(&h, &p, skb, true, btf) || !pkt_wanted(&h, &p, skb, btf))
 		return 0;
 	EMIT_BEGIN(ev, pkt, &h, TT_KIND_DEV_START_XMIT);
@@ -668,9 +1016,19 @@ TRACEPOINT(dev_start_xmit, net, net_dev_start_xmit, trace_event_raw_net_dev_star
 
 static __always_inline int dev_xmit_body(const struct sk_buff *skb, int rc)
 {
+	struct tx_journey *j = tx_journey_at(skb, TT_KIND_DEV_XMIT, false);
 	__u32 zero = 0;
 	struct xmit_stash *stash = bpf_map_lookup_elem(&xmit_stash, &zero);
 
+	if (j) {
+		if (j->wanted) {
+			j->rec.xmit = j->rec.start_xmit;
+			stamp(&j->rec.xmit.hdr, &j->rec.start_xmit.hdr, TT_KIND_DEV_XMIT);
+			j->rec.xmit.body.rc = rc;
+		}
+		tx_flush(j);
+		return 0;
+	}
 	if (!stash || stash->skb != (unsigned long)skb)
 		return 0;
 	stash->skb = 0;
@@ -685,34 +1043,135 @@ BTF_AND_RAW(dev_xmit, net_dev_xmit, dev_xmit_body(skb, rc), struct sk_buff *skb,
 TRACEPOINT(dev_xmit, net, net_dev_xmit, trace_event_raw_net_dev_xmit,
 	   dev_xmit_body(ctx->skbaddr, ctx->rc))
 
-/* rx_entry (driver entry points) and netif_receive (after GRO). */
-static __always_inline int rx_body(const struct sk_buff *skb, __u8 kind, __u8 variant, bool btf)
+/*
+ * The driver entry points. On a journey the record waits in the CPU's slot
+ * for the skb's netif_receive_skb, with what the filters decided.
+ */
+static __always_inline int rx_entry_body(const struct sk_buff *skb, __u8 variant, bool btf)
 {
+	struct rx_entries *e = journey_state(&rx_entries);
 	struct tt_hdr h = {};
-	struct tcp_pkt p;
+	struct tcp_pkt p = {}; /* read only when parsed; set for the verifier */
+	bool wanted = parse_rx(&h, &p, skb, btf) && pkt_wanted(&h, &p, skb, btf);
 
-	if (!parse_rx(&h, &p, skb, btf) || !pkt_wanted(&h, &p, skb, btf))
-		return 0;
 	h.variant = variant;
-	EMIT_BEGIN(ev, pkt, &h, kind);
+	if (e) {
+		struct rx_entry_slot *s = rx_slot(e, skb);
+
+		rx_slot_flush(e, s);
+		s->skb = (unsigned long)skb;
+		s->skb_len = RD(btf, skb, len);
+		s->wanted = wanted;
+		e->held += 1;
+		if (wanted) {
+			stamp(&s->ev.hdr, &h, TT_KIND_RX_ENTRY);
+			pkt_body(&s->ev.body, &p, skb, btf);
+		}
+		return 0;
+	}
+	if (!wanted)
+		return 0;
+	EMIT_BEGIN(ev, pkt, &h, TT_KIND_RX_ENTRY);
 	pkt_body(&ev->body, &p, skb, btf);
 	submit(ev, sizeof(*ev));
 	return 0;
 }
 
-#define RX_PROBE(name, tp, kind, variant)                                                          \
-	BTF_AND_RAW(name, tp, rx_body(skb, kind, variant, btf), struct sk_buff *skb)               \
+#define RX_PROBE(name, tp, variant)                                                                \
+	BTF_AND_RAW(name, tp, rx_entry_body(skb, variant, btf), struct sk_buff *skb)               \
 	TRACEPOINT(name, net, tp, trace_event_raw_net_dev_rx_verbose_template,                     \
-		   rx_body(ctx->skbaddr, kind, variant, btf))
+		   rx_entry_body(ctx->skbaddr, variant, btf))
 
-RX_PROBE(rx_gro, napi_gro_receive_entry, TT_KIND_RX_ENTRY, TT_RX_GRO)
-RX_PROBE(rx_netif_recv, netif_receive_skb_entry, TT_KIND_RX_ENTRY, TT_RX_NETIF_RECV)
-RX_PROBE(rx_netif_rx, netif_rx_entry, TT_KIND_RX_ENTRY, TT_RX_NETIF_RX)
+RX_PROBE(rx_gro, napi_gro_receive_entry, TT_RX_GRO)
+RX_PROBE(rx_netif_recv, netif_receive_skb_entry, TT_RX_NETIF_RECV)
+RX_PROBE(rx_netif_rx, netif_rx_entry, TT_RX_NETIF_RX)
 
-BTF_AND_RAW(netif_receive, netif_receive_skb, rx_body(skb, TT_KIND_NETIF_RECEIVE, 0, btf),
-	    struct sk_buff *skb)
+/*
+ * Takes `skb`'s driver entry from its slot into the journey `j` starts when
+ * the skb is unchanged and both are kept (else the entry goes alone); says
+ * what the entry decided of an unchanged skb, or -1.
+ */
+static __always_inline int rx_take_entry(struct rx_journey *j, const struct sk_buff *skb, bool btf)
+{
+	struct rx_entries *e = journey_state(&rx_entries);
+	int decided = -1;
+
+	j->rec.entry.hdr.kind = 0;
+	if (!e)
+		return -1;
+	struct rx_entry_slot *s = rx_slot(e, skb);
+
+	if (s->skb != (unsigned long)skb)
+		return -1;
+	if (s->skb_len == RD(btf, skb, len)) {
+		decided = s->wanted;
+		if (s->wanted) {
+			j->rec.entry = s->ev;
+			s->wanted = 0; /* taken */
+		}
+	}
+	rx_slot_flush(e, s);
+	return decided;
+}
+
+/*
+ * netif_receive_skb: past GRO and the backlog. Starts the skb's RX journey,
+ * ending the one before; an unchanged skb keeps its entry's decision and
+ * headers.
+ */
+static __always_inline int netif_receive_body(const struct sk_buff *skb, bool btf)
+{
+	struct rx_journey *j = journey_state(&rx_journeys);
+	struct tt_hdr h = {};
+	struct tcp_pkt p = {}; /* read only when parsed; set for the verifier */
+	int decided = -1;
+
+	if (j) {
+		rx_flush(j);
+		decided = rx_take_entry(j, skb, btf);
+		j->skb = (unsigned long)skb;
+		j->wanted = 0;
+		if (!decided)
+			return 0;
+	}
+	if (decided == 1) {
+		const struct tt_ev_pkt *entry = &j->rec.entry;
+
+		h = entry->hdr;
+		h.variant = 0;
+		p.seq = entry->body.seq;
+		p.ack = entry->body.ack;
+		p.len = entry->body.len;
+		p.win_raw = entry->body.win_raw;
+		p.flags = entry->body.tcp_flags;
+		if (!pkt_wanted(&h, &p, skb, btf)) {
+			if (!output(entry, sizeof(*entry)))
+				count_lost(TT_KIND_RX_ENTRY);
+			return 0;
+		}
+	} else if (!parse_rx(&h, &p, skb, btf) || !pkt_wanted(&h, &p, skb, btf)) {
+		return 0;
+	}
+	if (j) {
+		j->wanted = 1;
+		j->sk = 0;
+		j->rec.hdr.kind = TT_KIND_JOURNEY;
+		j->rec.hdr.variant = TT_JOURNEY_RX;
+		j->rec.tcp.hdr.kind = 0;
+		j->rec.ready.hdr.kind = 0;
+		stamp(&j->rec.netif.hdr, &h, TT_KIND_NETIF_RECEIVE);
+		pkt_body(&j->rec.netif.body, &p, skb, btf);
+		return 0;
+	}
+	EMIT_BEGIN(ev, pkt, &h, TT_KIND_NETIF_RECEIVE);
+	pkt_body(&ev->body, &p, skb, btf);
+	submit(ev, sizeof(*ev));
+	return 0;
+}
+
+BTF_AND_RAW(netif_receive, netif_receive_skb, netif_receive_body(skb, btf), struct sk_buff *skb)
 TRACEPOINT(netif_receive, net, netif_receive_skb, trace_event_raw_net_dev_template,
-	   rx_body(ctx->skbaddr, TT_KIND_NETIF_RECEIVE, 0, btf))
+	   netif_receive_body(ctx->skbaddr, btf))
 
 /* Never sampled: the drop is the event. */
 static __always_inline int kfree_skb_body(const struct sk_buff *skb, const void *location,
@@ -721,6 +1180,7 @@ static __always_inline int kfree_skb_body(const struct sk_buff *skb, const void 
 	struct tt_hdr h = {};
 	struct tcp_pkt p;
 
+	flush_journeys_of(skb);
 	if (!parse_nh(&h, &p, skb, false, btf) || !port_wanted(&h) || !addr_wanted(&h))
 		return 0;
 	const struct sock *sk = RD(btf, skb, sk) ?: rx_sk;
@@ -791,6 +1251,8 @@ static __always_inline int napi_poll_body(const struct napi_struct *napi, int wo
 {
 	struct tt_hdr h = {};
 
+	/* The poll took its skbs as far as it goes: their journeys end. */
+	flush_journeys();
 	if (!napi_poll_sampled())
 		return 0;
 	const struct net_device *dev = RD(btf, napi, dev);

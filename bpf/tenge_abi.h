@@ -33,6 +33,13 @@ enum tt_kind {
 	TT_KIND_KFREE_SKB = 14,	    /* skb:kfree_skb: a drop, with its reason */
 	TT_KIND_CPU_SAMPLE = 15,    /* perf_event cpu-clock sample */
 	TT_KIND_MAX = 16,
+	/*
+	 * Ring only, never in trace files: the records of one packet's hops in
+	 * one ring record (struct tt_tx_journey, struct tt_rx_journey). The
+	 * collector hands out the records it holds as if each hop had sent its
+	 * own.
+	 */
+	TT_KIND_JOURNEY = 32,
 };
 
 /* tt_hdr.variant for TT_KIND_RX_ENTRY: which driver entry point fired. */
@@ -276,6 +283,37 @@ TT_EVENT(state);
 TT_EVENT(retransmit);
 TT_EVENT(kfree_skb);
 TT_EVENT(cpu_sample);
+
+/*
+ * Journeys: unless the tracer runs per hook, the hops of one skb that follow
+ * each other on one CPU fill one record, sent when the journey ends (TX: the
+ * driver returned; RX: the data became readable) or breaks off (another skb
+ * takes the CPU's journey, the skb is dropped, the NAPI poll ends). Each hop
+ * is the record it would have sent alone; hdr.kind 0 marks a hop the journey
+ * did not reach. The journey's own hdr sets only kind (TT_KIND_JOURNEY) and
+ * variant (enum tt_journey). A journey of one hop is sent as that record.
+ */
+enum tt_journey {
+	TT_JOURNEY_TX = 0,
+	TT_JOURNEY_RX = 1,
+};
+
+/* net_dev_queue -> net_dev_start_xmit -> net_dev_xmit */
+struct tt_tx_journey {
+	struct tt_hdr hdr;
+	struct tt_ev_window_adv queue;
+	struct tt_ev_pkt start_xmit;
+	struct tt_ev_pkt xmit;
+};
+
+/* driver entry -> netif_receive_skb -> tcp_probe -> sk_data_ready */
+struct tt_rx_journey {
+	struct tt_hdr hdr;
+	struct tt_ev_pkt entry;
+	struct tt_ev_pkt netif;
+	struct tt_ev_tcp_rcv tcp;
+	struct tt_ev_data_ready ready;
+};
 
 /*
  * 1-in-N sampling keeps a byte of a flow's sequence space iff the block of

@@ -444,6 +444,8 @@ static __always_inline void pkt_body(struct tt_pkt *body, const struct tcp_pkt *
 	body->gso_segs = gso.segs;
 	body->gso_size = gso.size;
 	body->ifindex = RD(btf, skb, dev, ifindex);
+	body->_pad0 = 0;
+	body->rc = 0;
 }
 
 /* TCP_SKB_CB(skb): the control block TCP keeps in skb->cb. */

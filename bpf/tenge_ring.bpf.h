@@ -28,16 +28,20 @@ struct {
 
 /* ---- ring buffer --------------------------------------------------------- */
 
+static __always_inline void count_lost(__u32 kind)
+{
+	__u64 *lost = bpf_map_lookup_elem(&tt_lost, &kind);
+
+	if (lost)
+		*lost += 1;
+}
+
 static __always_inline void *reserve(__u64 size, __u32 kind)
 {
 	void *rec = bpf_ringbuf_reserve(&events, size, 0);
 
-	if (!rec) {
-		__u64 *lost = bpf_map_lookup_elem(&tt_lost, &kind);
-
-		if (lost)
-			*lost += 1;
-	}
+	if (!rec)
+		count_lost(kind);
 	return rec;
 }
 
@@ -54,20 +58,39 @@ struct {
  * per-CPU byte count (an inlined map lookup) instead of asking the ring how
  * full it is (bpf_ringbuf_query, a helper call on every event).
  */
-static __always_inline void submit(void *rec, __u64 size)
+static __always_inline __u64 wakeup_flags(__u64 size)
 {
 	__u32 zero = 0;
 	__u64 *unwoken = bpf_map_lookup_elem(&tt_unwoken, &zero);
-	__u64 flags = BPF_RB_NO_WAKEUP;
 
 	if (unwoken) {
 		*unwoken += size;
 		if (*unwoken >= wakeup_bytes) {
 			*unwoken = 0;
-			flags = BPF_RB_FORCE_WAKEUP;
+			return BPF_RB_FORCE_WAKEUP;
 		}
 	}
-	bpf_ringbuf_submit(rec, flags);
+	return BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void submit(void *rec, __u64 size)
+{
+	bpf_ringbuf_submit(rec, wakeup_flags(size));
+}
+
+/* Copies a record built elsewhere (a journey) into the ring; false if full. */
+static __always_inline bool output(const void *rec, __u64 size)
+{
+	return !bpf_ringbuf_output(&events, (void *)rec, size, wakeup_flags(size));
+}
+
+/* Fills the header of a record of kind `k` from `h`, stamped now. */
+static __always_inline void stamp(struct tt_hdr *hdr, const struct tt_hdr *h, __u8 k)
+{
+	*hdr = *h;
+	hdr->kind = k;
+	hdr->ts_ns = bpf_ktime_get_ns();
+	hdr->cpu = bpf_get_smp_processor_id();
 }
 
 /* Reserves a `struct tt_ev_<body>` record, fills its header, or returns 0. */
@@ -75,9 +98,6 @@ static __always_inline void submit(void *rec, __u64 size)
 	struct tt_ev_##body *ev = reserve(sizeof(*ev), (k));                                       \
 	if (!ev)                                                                                   \
 		return 0;                                                                          \
-	ev->hdr = *(h);                                                                            \
-	ev->hdr.kind = (k);                                                                        \
-	ev->hdr.ts_ns = bpf_ktime_get_ns();                                                        \
-	ev->hdr.cpu = bpf_get_smp_processor_id()
+	stamp(&ev->hdr, (h), (k))
 
 #endif /* TENGE_RING_BPF_H */

@@ -71,6 +71,16 @@ pub struct FilterArgs {
     /// Ring buffer size in MiB (a power of two).
     #[arg(long, value_name = "MIB", default_value_t = 16, value_parser = value::ring_mib)]
     pub ring_mib: u32,
+    #[command(flatten)]
+    pub journeys: JourneyArgs,
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+pub struct JourneyArgs {
+    /// Have every hook send its own record instead of one record per packet journey (the
+    /// hops of one skb on one CPU): the same events at a higher cost, for checking.
+    #[arg(long)]
+    pub per_hook: bool,
 }
 
 /// Which connections and packets count, applied in the kernel.
@@ -352,6 +362,8 @@ pub struct LabArgs {
     /// Keep 1 in N blocks of 16 KiB of sequence space (see `record --sample`).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub sample: u32,
+    #[command(flatten)]
+    pub journeys: JourneyArgs,
     #[command(flatten)]
     pub alerts: AlertArgs,
     /// Machine-readable output.

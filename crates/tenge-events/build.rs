@@ -18,7 +18,14 @@ impl bindgen::callbacks::ParseCallbacks for SerializeDerive {
     fn add_derives(&self, info: &bindgen::callbacks::DeriveInfo<'_>) -> Vec<String> {
         // Bodies are serialized straight into JSON with the kernel's field names
         // (the stage map values are summarized first: serde has no 160-array).
-        let summarized = ["tt_hdr", "tt_stage_stats", "tt_hook_counts"];
+        // Journeys are only split into their records.
+        let summarized = [
+            "tt_hdr",
+            "tt_stage_stats",
+            "tt_hook_counts",
+            "tt_tx_journey",
+            "tt_rx_journey",
+        ];
         if info.name.starts_with("tt_")
             && !info.name.starts_with("tt_ev_")
             && !summarized.contains(&info.name)
@@ -41,6 +48,7 @@ fn generate_abi(out: &std::path::Path) {
         .allowlist_var("TT_.*")
         .rustified_enum("tt_kind")
         .rustified_enum("tt_rx_entry_variant")
+        .rustified_enum("tt_journey")
         .rustified_enum("tt_stage")
         .rustified_enum("tt_stage_hook")
         .derive_default(true)

@@ -55,6 +55,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             sample_every: args.sample,
             ..Filters::default()
         },
+        per_hook: args.journeys.per_hook,
         ..TracerOptions::default()
     };
     let run = match run_traced_with(

@@ -120,6 +120,7 @@ pub fn start(args: &FilterArgs, cpu_profile_hz: Option<u64>) -> anyhow::Result<T
         filters: filters(args)?,
         ring_bytes: args.ring_mib << 20,
         cpu_profile_hz,
+        per_hook: args.journeys.per_hook,
         ..Default::default()
     };
     let tracer = Tracer::start(&options)?;

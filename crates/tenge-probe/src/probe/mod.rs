@@ -69,6 +69,11 @@ pub struct TracerOptions {
     /// The backends to try for each probe, in order (default: [`Backend::LADDER`]).
     /// Narrow it to compare backends or to avoid one.
     pub backends: Vec<Backend>,
+    /// Every hook sends its own record, instead of one record per packet
+    /// journey (see `struct tt_tx_journey` in bpf/tenge_abi.h): the same
+    /// records in the end, at a higher cost; for checking journeys.
+    #[serde(default)]
+    pub per_hook: bool,
 }
 
 /// The inode of a named network namespace (`ip netns add NAME`), for [`Filters::netns`].
@@ -87,6 +92,7 @@ impl Default for TracerOptions {
             ring_bytes: 16 << 20,
             cpu_profile_hz: None,
             backends: Backend::LADDER.to_vec(),
+            per_hook: false,
         }
     }
 }
@@ -94,6 +100,7 @@ impl Default for TracerOptions {
 /// The loaded and attached programs. Dropping it detaches them all.
 pub struct Tracer {
     ring: Ring,
+    journeys: bool,
     ebpf: Ebpf,
     plan: ProbePlan,
     kernel_symbols: OnceLock<BTreeMap<u64, String>>,
@@ -111,11 +118,13 @@ impl Tracer {
         // Each CPU wakes the reader once it queued its share of a quarter ring.
         let cpus = aya::util::online_cpus().map_or(1, |cpus| cpus.len().max(1)) as u64;
         let wakeup_bytes = (u64::from(ring_bytes / 4) / cpus).max(1);
+        let per_hook = u8::from(options.per_hook);
         let mut loader = EbpfLoader::new();
         filters.apply(loader.btf(Some(&btf)));
         loader
             .override_global("sample_every", &options.filters.sample_every, true)
             .override_global("wakeup_bytes", &wakeup_bytes, true)
+            .override_global("per_hook", &per_hook, true)
             .map_max_entries("events", ring_bytes);
         let mut loaded = plan::load_object(&mut loader, TENGE_OBJ)?;
         let ladder = plan::forced_backends()?.unwrap_or_else(|| options.backends.clone());
@@ -131,10 +140,17 @@ impl Tracer {
         let ring = Ring::new(ebpf.take_map("events").context("no events map")?)?;
         Ok(Tracer {
             ring,
+            journeys: !options.per_hook,
             ebpf,
             plan,
             kernel_symbols: OnceLock::new(),
         })
+    }
+
+    /// Whether the ring carries journeys (records of several hooks, out of
+    /// time order with the others) besides records of one hook.
+    pub fn journeys(&self) -> bool {
+        self.journeys
     }
 
     pub fn plan(&self) -> &ProbePlan {

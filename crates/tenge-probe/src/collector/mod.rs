@@ -7,10 +7,15 @@
 //! there, handing each record to a callback as a borrowed slice: nothing is
 //! allocated per event. A [`Recording`] is what `record` does with each.
 
+mod journeys;
+
+pub use journeys::HOLD_NS;
+
 use crate::abi::{tt_hdr, tt_kind};
 use crate::event::{is_incoming_packet, record_len, Body, Event};
 use crate::probe::Tracer;
 use crate::trace_file::{TraceError, TraceSummary, TraceWriter, FLUSH_EVERY};
+use journeys::InOrder;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::BuildHasherDefault;
 use std::mem::offset_of;
@@ -57,8 +62,14 @@ impl<R: FnMut(&[u8]), T: FnMut(&CollectStats)> Sink for Callbacks<R, T> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CollectStats {
+    /// Records handed to the sink: one per hook hit.
     pub events: u64,
+    /// Records taken from the ring: a journey is one for several hooks.
+    pub ring_records: u64,
+    /// Ring bytes taken.
     pub bytes: u64,
+    /// Records handed on after a later one (held longer than [`HOLD_NS`]).
+    pub late: u64,
     /// Records the kernel dropped because the ring was full, per kind
     /// (index = `tt_kind`). Exact in the final stats; refreshed every tick.
     pub lost: Vec<u64>,
@@ -117,16 +128,19 @@ impl Collector {
         let started = Instant::now();
         let mut stats = CollectStats {
             events: 0,
+            ring_records: 0,
             bytes: 0,
+            late: 0,
             lost: tracer.lost()?,
             started,
             elapsed: Duration::ZERO,
         };
         let (mut next_tick, mut next_flush) = (started + TICK, started + FLUSH_EVERY);
+        let mut in_order = tracer.journeys().then(InOrder::default);
         while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
             // Batches keep the stop flag, the deadline and the ticks live when
             // the producers outrun the reader; wait only once the ring is empty.
-            if !drain(tracer, &mut stats, sink)? {
+            if !drain(tracer, &mut stats, sink, in_order.as_mut())? {
                 wait_readable(tracer.ring_fd(), POLL_TIMEOUT)?;
             }
             let now = Instant::now();
@@ -141,32 +155,54 @@ impl Collector {
                 next_tick = now + TICK;
             }
         }
-        while drain(tracer, &mut stats, sink)? {}
+        while drain(tracer, &mut stats, sink, in_order.as_mut())? {}
+        if let Some(in_order) = &mut in_order {
+            stats.events += in_order.release(u64::MAX, |record| sink.record(record))?;
+            stats.late = in_order.late;
+        }
         stats.lost = tracer.lost()?;
         stats.elapsed = started.elapsed();
         Ok(stats)
     }
 }
 
-/// Takes a batch from the ring into `sink`. Returns whether the ring may
-/// hold more (a full batch was taken).
+/// Takes a batch from the ring into `sink`, through `in_order` when the
+/// ring carries journeys. Returns whether the ring may hold more (a full
+/// batch was taken).
 #[inline]
 fn drain(
     tracer: &mut Tracer,
     stats: &mut CollectStats,
     sink: &mut impl Sink,
+    in_order: Option<&mut InOrder>,
 ) -> anyhow::Result<bool> {
     let mut failed = None;
-    let (events, bytes) = tracer.drain(BATCH, |record| {
-        if failed.is_none() {
-            failed = sink.record(record).err();
+    let (records, bytes) = match in_order {
+        None => {
+            let taken = tracer.drain(BATCH, |record| {
+                if failed.is_none() {
+                    failed = sink.record(record).err();
+                }
+            });
+            stats.events += taken.0;
+            taken
         }
-    });
-    stats.events += events;
+        Some(in_order) => {
+            let taken = tracer.drain(BATCH, |record| in_order.push(record));
+            let until = crate::os::clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(HOLD_NS);
+            match in_order.release(until, |record| sink.record(record)) {
+                Ok(n) => stats.events += n,
+                Err(err) => failed = Some(err),
+            }
+            stats.late = in_order.late;
+            taken
+        }
+    };
+    stats.ring_records += records;
     stats.bytes += bytes;
     match failed {
         Some(err) => Err(err),
-        None => Ok(events == BATCH),
+        None => Ok(records == BATCH),
     }
 }
 
