@@ -60,24 +60,37 @@ fn quick_kernel_cost_measures_each_probe_and_the_floor() {
     let (results, markdown) = quick_bench("kernel-cost");
     let cost = &results["kernel_cost"];
     let backends = cost["backends"].as_array().unwrap();
-    let names: Vec<(&str, u64)> = backends
+    let names: Vec<(&str, u64, bool)> = backends
         .iter()
         .map(|b| {
             (
                 b["backend"].as_str().unwrap(),
                 b["sample_every"].as_u64().unwrap(),
+                b["per_hook"].as_bool().unwrap(),
             )
         })
         .collect();
     assert_eq!(
         names,
-        [("TpBtf", 1), ("RawTp", 1), ("TpBtf", 64), ("Stages", 1)]
+        [
+            ("TpBtf", 1, false),
+            ("TpBtf", 1, true),
+            ("RawTp", 1, false),
+            ("TpBtf", 64, false),
+            ("Stages", 1, false)
+        ]
     );
+    // Journeys carry several events a ring record; per hook, one each.
+    let count = |b: &serde_json::Value, key: &str| b[key].as_u64().unwrap();
+    let (journeys, per_hook) = (&backends[0], &backends[1]);
+    assert!(count(journeys, "ring_records") < count(journeys, "events"));
+    assert_eq!(count(per_hook, "ring_records"), count(per_hook, "events"));
+    assert!(count(journeys, "data_segments") > 0);
     // Sampling 1/64 the same hooks run as often, and emit a few percent as much.
     let events_per_run = |b: &serde_json::Value| {
         b["events"].as_u64().unwrap() as f64 / b["runs"].as_u64().unwrap() as f64
     };
-    let (full, sampled) = (events_per_run(&backends[0]), events_per_run(&backends[2]));
+    let (full, sampled) = (events_per_run(&backends[0]), events_per_run(&backends[3]));
     assert!(
         sampled < full / 8.0,
         "events per run: {full} full, {sampled} sampled"
@@ -100,7 +113,7 @@ fn quick_kernel_cost_measures_each_probe_and_the_floor() {
     }
     // stages sends no record: every run that passed the filters is an event,
     // and on a transfer of the filtered port nearly all of them do.
-    let stages = &backends[3];
+    let stages = &backends[4];
     let (events, runs) = (
         stages["events"].as_u64().unwrap(),
         stages["runs"].as_u64().unwrap(),

@@ -17,7 +17,8 @@ run() {
   "$binary" --exact --test-threads=1 "$@"
 }
 TT_EXPECT_BACKENDS=tp_btf,raw_tp,tracepoint,fentry,kprobe \
-  run "$TT_VM_PROBES" every_backend_records_the_kernels_windows_and_mss traces_a_loopback_transfer
+  run "$TT_VM_PROBES" every_backend_records_the_kernels_windows_and_mss traces_a_loopback_transfer \
+    journeys_carry_the_records_of_every_hook
 run "$TT_VM_CORE_LAB" recorded_windows_match_the_wire_and_mss_matches_ss
 run "$TT_VM_WINDOW_LAB" mss_clamp_windows_match_the_wire mss_mismatch_compounds_the_rounding \
   sws_stalls_match_zero_window_periods

@@ -25,8 +25,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     Untraced,
-    /// tenge-trace, every packet.
+    /// tenge-trace, every packet (one record per packet journey).
     Full,
+    /// tenge-trace, every packet, a record per hook hit (`--per-hook`).
+    FullPerHook,
     /// tenge-trace, one packet in 64.
     Sampled64,
     /// `tenge-trace stages`: latencies aggregated in the kernel, nothing per packet sent.
@@ -37,9 +39,10 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 6] = [
+    pub const ALL: [Mode; 7] = [
         Mode::Untraced,
         Mode::Full,
+        Mode::FullPerHook,
         Mode::Sampled64,
         Mode::Stages,
         Mode::Bpftrace,
@@ -50,6 +53,7 @@ impl Mode {
         match self {
             Mode::Untraced => "untraced",
             Mode::Full => "tenge-trace, every packet",
+            Mode::FullPerHook => "tenge-trace, every packet, per hook",
             Mode::Sampled64 => "tenge-trace, 1/64 sampled",
             Mode::Stages => "tenge-trace, in-kernel stages",
             Mode::Bpftrace => "bpftrace, same hooks",
@@ -71,6 +75,10 @@ pub struct Target<'a> {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ToolCounts {
     pub events: u64,
+    /// tenge-trace: the ring records that carried the events (a journey
+    /// carries several). Absent in older results.
+    #[serde(default)]
+    pub ring_records: u64,
     /// Events (or packets) the tool lost: ring full, or dropped by the kernel.
     pub lost: u64,
 }
@@ -94,17 +102,18 @@ impl Instrument {
         let output = target.scratch.join(format!("{mode:?}.out").to_lowercase());
         match mode {
             Mode::Untraced => Ok(Instrument::None),
-            Mode::Full | Mode::Sampled64 => {
+            Mode::Full | Mode::FullPerHook | Mode::Sampled64 => {
                 let options = TracerOptions {
                     filters: Filters {
                         port: Some(target.port),
-                        sample_every: if mode == Mode::Full {
-                            1
-                        } else {
+                        sample_every: if mode == Mode::Sampled64 {
                             super::SAMPLED
+                        } else {
+                            1
                         },
                         ..Filters::default()
                     },
+                    per_hook: mode == Mode::FullPerHook,
                     ..TracerOptions::default()
                 };
                 Ok(Instrument::Tenge(TracedSession::start(options, output)?))
@@ -158,12 +167,14 @@ impl Instrument {
                 let end = session.stop()?;
                 Ok(ToolCounts {
                     events: end.stats.events,
+                    ring_records: end.stats.ring_records,
                     lost: end.stats.lost_total(),
                 })
             }
             // Events: the packets the hooks counted; nothing can be lost.
             Instrument::Stages(tracer) => Ok(ToolCounts {
                 events: tracer.read()?.hooks.iter().map(|h| h.packets).sum(),
+                ring_records: 0,
                 lost: 0,
             }),
             Instrument::External {

@@ -36,6 +36,15 @@ pub struct ProgramCost {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BackendCost {
     pub backend: String,
+    /// A record per hook hit instead of per packet journey. Absent in older results.
+    #[serde(default)]
+    pub per_hook: bool,
+    /// Records the ring carried (a journey carries several events). Absent in older results.
+    #[serde(default)]
+    pub ring_records: u64,
+    /// Data segments the transfer sent. Absent in older results.
+    #[serde(default)]
+    pub data_segments: u64,
     /// 1 in this many blocks kept; 1: every event. Absent in older results.
     #[serde(default = "every_event")]
     pub sample_every: u32,
@@ -46,6 +55,15 @@ pub struct BackendCost {
     pub added_ns_per_run: f64,
     /// Σ added time / events emitted (runs that filter out cost too).
     pub added_ns_per_event: f64,
+}
+
+impl BackendCost {
+    /// Σ added time / data segments: what tracing a data segment costs in
+    /// the kernel, every hook of its journey and its share of the ACKs.
+    pub fn added_ns_per_segment(&self) -> Option<f64> {
+        (self.data_segments > 0)
+            .then(|| self.added_ns_per_run * self.runs as f64 / self.data_segments as f64)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -104,13 +122,17 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
     let mut backends = Vec::new();
     let mut empty_mean = Vec::new();
     let mut floor = None;
-    for (backend, sample_every) in [
-        (Backend::TpBtf, 1),
-        (Backend::RawTp, 1),
-        (Backend::TpBtf, super::SAMPLED),
+    for (backend, sample_every, per_hook) in [
+        (Backend::TpBtf, 1, false),
+        (Backend::TpBtf, 1, true),
+        (Backend::RawTp, 1, false),
+        (Backend::TpBtf, super::SAMPLED, false),
     ] {
         super::check_interrupted()?;
-        eprintln!("bench: kernel cost, {backend:?} programs, 1 in {sample_every}");
+        eprintln!(
+            "bench: kernel cost, {backend:?} programs, 1 in {sample_every}{}",
+            if per_hook { ", per hook" } else { "" }
+        );
         let options = TracerOptions {
             filters: Filters {
                 port: Some(PORT),
@@ -118,6 +140,7 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
                 ..Filters::default()
             },
             backends: vec![backend],
+            per_hook,
             ..TracerOptions::default()
         };
         let session = TracedSession::start(options, scratch.join("kernel-cost.ttr"))?;
@@ -125,19 +148,24 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
         let floor_programs = (backend == Backend::TpBtf && floor.is_none())
             .then(|| ReferencePrograms::floor(FLOOR_HOOK))
             .transpose()?;
-        timed_transfer(&lab, &cfg, seconds)?;
+        let transfer = timed_transfer(&lab, &cfg, seconds)?;
         let empty_stats = empty.stats()?;
         if let Some(programs) = floor_programs {
             floor = emit_floor(&programs, &empty_stats)?;
         }
         let end = session.stop()?;
-        let cost = backend_cost(
-            &format!("{backend:?}"),
-            sample_every,
-            &end.programs,
-            &empty_stats,
-            end.stats.events,
-        );
+        let cost = BackendCost {
+            per_hook,
+            ring_records: end.stats.ring_records,
+            data_segments: transfer.sender.data_segs_out.into(),
+            ..backend_cost(
+                &format!("{backend:?}"),
+                sample_every,
+                &end.programs,
+                &empty_stats,
+                end.stats.events,
+            )
+        };
         empty_mean.push(mean_ns(&empty_stats));
         backends.push(cost);
     }
@@ -182,16 +210,13 @@ fn stages_cost(lab: &Lab, cfg: &LabConfig, seconds: u32) -> Result<BackendCost> 
         ..Filters::default()
     })?;
     let empty = ReferencePrograms::empty(tracer.plan().attached().map(|p| p.hook.as_str()))?;
-    timed_transfer(lab, cfg, seconds)?;
+    let transfer = timed_transfer(lab, cfg, seconds)?;
     let empty_stats = empty.stats()?;
     let kept = tracer.read()?.hooks.iter().map(|h| h.packets).sum();
-    Ok(backend_cost(
-        "Stages",
-        1,
-        &tracer.program_stats()?,
-        &empty_stats,
-        kept,
-    ))
+    Ok(BackendCost {
+        data_segments: transfer.sender.data_segs_out.into(),
+        ..backend_cost("Stages", 1, &tracer.program_stats()?, &empty_stats, kept)
+    })
 }
 
 fn emit_floor(programs: &ReferencePrograms, empty: &[ProgramStats]) -> Result<Option<EmitFloor>> {
@@ -261,6 +286,9 @@ fn backend_cost(
         .sum();
     BackendCost {
         backend: backend.into(),
+        per_hook: false,
+        ring_records: 0,
+        data_segments: 0,
         sample_every,
         programs,
         events,

@@ -40,6 +40,7 @@ pub fn render(r: &Results) -> String {
     );
     if let Some(workloads) = &r.throughput {
         throughput_table(&mut md, workloads, r.reps);
+        records_per_segment(&mut md, workloads);
         aggregation_only(&mut md, workloads);
     }
     if let Some(k) = &r.kernel_cost {
@@ -57,9 +58,10 @@ pub fn render(r: &Results) -> String {
         );
         md.push_str("| backend | hook | runs | ns/run | empty ns/run | added ns/run |\n|---|---|---:|---:|---:|---:|\n");
         for b in &k.backends {
-            let backend = match b.sample_every {
-                1 => b.backend.clone(),
-                n => format!("{} 1/{n}", b.backend),
+            let backend = match (b.sample_every, b.per_hook) {
+                (1, false) => b.backend.clone(),
+                (1, true) => format!("{} per hook", b.backend),
+                (n, _) => format!("{} 1/{n}", b.backend),
             };
             for p in &b.programs {
                 let _ = writeln!(
@@ -68,9 +70,12 @@ pub fn render(r: &Results) -> String {
                     p.hook, p.runs, p.ns_per_run, p.empty_ns_per_run, p.added_ns_per_run
                 );
             }
+            let per_segment = b.added_ns_per_segment().map_or(String::new(), |ns| {
+                format!(", **{ns:.0}** per data segment")
+            });
             let _ = writeln!(
                 md,
-                "| {backend} | all | {} | | | **{:.0}** per run, **{:.0}** per event ({} events) |",
+                "| {backend} | all | {} | | | **{:.0}** per run, **{:.0}** per event ({} events){per_segment} |",
                 b.runs, b.added_ns_per_run, b.added_ns_per_event, b.events
             );
         }
@@ -202,6 +207,40 @@ fn throughput_table(md: &mut String, workloads: &[WorkloadResult], reps: u32) {
          are summed over the repetitions: tenge-trace's loss is the kernel's exact count, \
          bpftrace's its \"Lost N events\" lines, tcpdump's \"dropped by kernel\".\n\n",
     );
+}
+
+/// Records per data segment of the in-tree workloads (whose segments
+/// tcp_info counts): the events the analyses read, and the ring records
+/// that carried them.
+fn records_per_segment(md: &mut String, workloads: &[WorkloadResult]) {
+    let rows: Vec<String> = workloads
+        .iter()
+        .flat_map(|w| w.modes.iter().map(move |m| (w, m)))
+        .filter_map(|(w, m)| {
+            let (events, ring) = m.records_per_segment()?;
+            Some(format!(
+                "| {} | {} | {events:.2} | **{ring:.2}** |",
+                w.label,
+                m.mode.label()
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "**Records per data segment** (its ACKs included; the in-tree sender's tcp_info \
+         data_segs_out): the events the analyses read, and the ring-buffer records that \
+         carried them. A journey carries the hops of one skb on one CPU (TX: net_dev_queue, \
+         start_xmit, xmit; RX: driver entry, netif_receive_skb, tcp_probe, sk_data_ready) in \
+         one record; per hook, each hop is one.\n\n\
+         | workload | mode | events per segment | ring records per segment |\n|---|---|---:|---:|"
+    );
+    for row in rows {
+        let _ = writeln!(md, "{row}");
+    }
+    md.push('\n');
 }
 
 /// The in-kernel aggregation mode's ratios, or why there are none: results

@@ -74,6 +74,23 @@ pub struct ModeResult {
     pub ratio: Summary,
     /// What the tool counted, summed over repetitions.
     pub tool: ToolCounts,
+    /// Data segments the sender sent, summed over repetitions; 0 where not
+    /// known (iperf3).
+    #[serde(default)]
+    pub data_segments: u64,
+}
+
+impl ModeResult {
+    /// Hook records and ring records per data segment sent, where known.
+    pub fn records_per_segment(&self) -> Option<(f64, f64)> {
+        let segments = self.data_segments as f64;
+        (self.data_segments > 0 && self.tool.ring_records > 0).then(|| {
+            (
+                self.tool.events as f64 / segments,
+                self.tool.ring_records as f64 / segments,
+            )
+        })
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -123,6 +140,7 @@ fn run_workload(workload: Workload, port: u16, s: &ThroughputSettings) -> Result
     };
     let mut values = vec![Vec::new(); Mode::ALL.len()];
     let mut tools = vec![ToolCounts::default(); Mode::ALL.len()];
+    let mut data_segments = vec![0; Mode::ALL.len()];
     for rep in 0..s.reps as usize {
         for k in 0..Mode::ALL.len() {
             let m = (rep + k) % Mode::ALL.len();
@@ -139,8 +157,11 @@ fn run_workload(workload: Workload, port: u16, s: &ThroughputSettings) -> Result
                 .with_context(|| format!("starting {}", mode.label()))?;
             let measured = measure(workload, &lab, &cfg, s.seconds);
             let counts = instrument.stop()?;
-            values[m].push(measured?);
+            let (value, segments) = measured?;
+            values[m].push(value);
+            data_segments[m] += segments.unwrap_or(0);
             tools[m].events += counts.events;
+            tools[m].ring_records += counts.ring_records;
             tools[m].lost += counts.lost;
         }
     }
@@ -149,7 +170,8 @@ fn run_workload(workload: Workload, port: u16, s: &ThroughputSettings) -> Result
         .iter()
         .zip(values)
         .zip(tools)
-        .map(|((&mode, values), tool)| {
+        .zip(data_segments)
+        .map(|(((&mode, values), tool), data_segments)| {
             let ratios: Vec<f64> = values.iter().zip(&untraced).map(|(v, u)| v / u).collect();
             ModeResult {
                 mode,
@@ -157,6 +179,7 @@ fn run_workload(workload: Workload, port: u16, s: &ThroughputSettings) -> Result
                 ratio: Summary::of(&ratios),
                 values,
                 tool,
+                data_segments,
             }
         })
         .collect();
@@ -168,8 +191,14 @@ fn run_workload(workload: Workload, port: u16, s: &ThroughputSettings) -> Result
     })
 }
 
-/// One run of the workload: bits/s, or data segments/s for TransferSmall.
-fn measure(workload: Workload, lab: &Lab, cfg: &LabConfig, seconds: u32) -> Result<f64> {
+/// One run of the workload: bits/s, or data segments/s for TransferSmall;
+/// and the data segments sent, where known (the in-tree sender's tcp_info).
+fn measure(
+    workload: Workload,
+    lab: &Lab,
+    cfg: &LabConfig,
+    seconds: u32,
+) -> Result<(f64, Option<u64>)> {
     let receiver = IpAddr::V4(lab.receiver_ip());
     let iperf_bps = |extra: &[&str]| -> Result<f64> {
         let report = run_client(
@@ -184,16 +213,18 @@ fn measure(workload: Workload, lab: &Lab, cfg: &LabConfig, seconds: u32) -> Resu
             .context("iperf3 -J: no end.sum_received.bits_per_second")
     };
     match workload {
-        Workload::IperfBulk => iperf_bps(&[]),
-        Workload::IperfSmall => iperf_bps(&["-N", "-l", "100"]),
+        Workload::IperfBulk => Ok((iperf_bps(&[])?, None)),
+        Workload::IperfSmall => Ok((iperf_bps(&["-N", "-l", "100"])?, None)),
         Workload::TransferBulk | Workload::TransferSmall => {
             let report = timed_transfer(lab, cfg, seconds)?;
-            Ok(match workload {
-                Workload::TransferSmall => {
-                    f64::from(report.sender.data_segs_out) / report.elapsed.as_secs_f64()
-                }
-                _ => report.throughput_bps,
-            })
+            let segments = u64::from(report.sender.data_segs_out);
+            Ok((
+                match workload {
+                    Workload::TransferSmall => segments as f64 / report.elapsed.as_secs_f64(),
+                    _ => report.throughput_bps,
+                },
+                Some(segments),
+            ))
         }
     }
 }
