@@ -121,12 +121,27 @@ static __always_inline void count_lost_hop(const struct tt_hdr *hop)
 		count_lost(hop->kind);
 }
 
+/*
+ * A whole TX journey sent while TCP handled a received segment on this CPU
+ * (an ACK, data the ACK let go) travels in that segment's RX journey.
+ */
+static __always_inline bool tx_nest(struct tx_journey *j)
+{
+	struct rx_journey *rx = journey_state(&rx_journeys);
+
+	if (!rx || !rx->skb || !rx->wanted || !rx->rec.tcp.hdr.kind ||
+	    rx->rec.sent.queue.hdr.kind || !j->rec.xmit.hdr.kind)
+		return false;
+	rx->rec.sent = j->rec;
+	return true;
+}
+
 static __always_inline void tx_flush(struct tx_journey *j)
 {
 	if (!j->skb)
 		return;
 	j->skb = 0;
-	if (!j->wanted)
+	if (!j->wanted || tx_nest(j))
 		return;
 	if (!j->rec.start_xmit.hdr.kind) {
 		if (!output(&j->rec.queue, sizeof(j->rec.queue)))
@@ -145,7 +160,7 @@ static __always_inline void rx_flush(struct rx_journey *j)
 	j->skb = 0;
 	if (!j->wanted)
 		return;
-	if (!j->rec.entry.hdr.kind && !j->rec.tcp.hdr.kind) {
+	if (!j->rec.entry.hdr.kind && !j->rec.tcp.hdr.kind && !j->rec.poll.hdr.kind) {
 		if (!output(&j->rec.netif, sizeof(j->rec.netif)))
 			count_lost(TT_KIND_NETIF_RECEIVE);
 	} else if (!output(&j->rec, sizeof(j->rec))) {
@@ -153,6 +168,10 @@ static __always_inline void rx_flush(struct rx_journey *j)
 		count_lost_hop(&j->rec.netif.hdr);
 		count_lost_hop(&j->rec.tcp.hdr);
 		count_lost_hop(&j->rec.ready.hdr);
+		count_lost_hop(&j->rec.poll.hdr);
+		count_lost_hop(&j->rec.sent.queue.hdr);
+		count_lost_hop(&j->rec.sent.start_xmit.hdr);
+		count_lost_hop(&j->rec.sent.xmit.hdr);
 	}
 }
 
@@ -300,8 +319,8 @@ static __always_inline void data_ready_fill(struct tt_ev_data_ready *ev, const s
 }
 
 /*
- * The CPU's RX journey if tcp_probe just took its skb into `sk` (the data
- * becoming readable ends it); else what it holds is sent, and NULL.
+ * The CPU's RX journey if tcp_probe just took its skb into `sk`; else what
+ * it holds is sent, and NULL.
  */
 static __always_inline struct rx_journey *rx_journey_ready(const struct sock *sk)
 {
@@ -334,9 +353,9 @@ static __always_inline int data_ready_body(const struct sock *sk, bool btf)
 	bool kept = sampled_range(copied_seq, rcv_nxt) && sock_flow(&h, sk, btf, btf);
 
 	if (j) {
+		/* The journey goes on to the end of the poll. */
 		if (kept)
 			data_ready_fill(&j->rec.ready, &h, sk, rcv_nxt, copied_seq, btf);
-		rx_flush(j);
 		return 0;
 	}
 	if (!kept)
@@ -1159,6 +1178,10 @@ static __always_inline int netif_receive_body(const struct sk_buff *skb, bool bt
 		j->rec.hdr.variant = TT_JOURNEY_RX;
 		j->rec.tcp.hdr.kind = 0;
 		j->rec.ready.hdr.kind = 0;
+		j->rec.poll.hdr.kind = 0;
+		j->rec.sent.queue.hdr.kind = 0;
+		j->rec.sent.start_xmit.hdr.kind = 0;
+		j->rec.sent.xmit.hdr.kind = 0;
 		stamp(&j->rec.netif.hdr, &h, TT_KIND_NETIF_RECEIVE);
 		pkt_body(&j->rec.netif.body, &p, skb, btf);
 		return 0;
@@ -1246,26 +1269,45 @@ static __always_inline bool napi_poll_sampled(void)
 	return true;
 }
 
-static __always_inline int napi_poll_body(const struct napi_struct *napi, int work, int budget,
-					  bool btf)
+static __always_inline void napi_poll_fill(struct tt_ev_napi_poll *ev, const struct tt_hdr *h,
+					   const struct napi_struct *napi,
+					   const struct net_device *dev, int work, int budget,
+					   bool btf)
 {
-	struct tt_hdr h = {};
-
-	/* The poll took its skbs as far as it goes: their journeys end. */
-	flush_journeys();
-	if (!napi_poll_sampled())
-		return 0;
-	const struct net_device *dev = RD(btf, napi, dev);
-
-	h.netns = RD(btf, dev, nd_net.net, ns.inum);
-	if (!netns_wanted(&h))
-		return 0;
-	EMIT_BEGIN(ev, napi_poll, &h, TT_KIND_NAPI_POLL);
+	stamp(&ev->hdr, h, TT_KIND_NAPI_POLL);
 	ev->body.napi = (unsigned long)napi;
 	ev->body.napi_id = RD(btf, napi, napi_id);
 	ev->body.ifindex = RD(btf, dev, ifindex);
 	ev->body.work = work;
 	ev->body.budget = budget;
+}
+
+/*
+ * The poll took its skbs as far as it goes: their journeys end, and the
+ * last skb's carries the poll's record.
+ */
+static __always_inline int napi_poll_body(const struct napi_struct *napi, int work, int budget,
+					  bool btf)
+{
+	struct rx_journey *j = journey_state(&rx_journeys);
+	struct tt_hdr h = {};
+	bool kept = napi_poll_sampled();
+	const struct net_device *dev = RD(btf, napi, dev);
+
+	h.netns = RD(btf, dev, nd_net.net, ns.inum);
+	kept = kept && netns_wanted(&h);
+	if (kept && j && j->skb && j->wanted) {
+		napi_poll_fill(&j->rec.poll, &h, napi, dev, work, budget, btf);
+		kept = false;
+	}
+	flush_journeys();
+	if (!kept)
+		return 0;
+	struct tt_ev_napi_poll *ev = reserve(sizeof(*ev), TT_KIND_NAPI_POLL);
+
+	if (!ev)
+		return 0;
+	napi_poll_fill(ev, &h, napi, dev, work, budget, btf);
 	submit(ev, sizeof(*ev));
 	return 0;
 }

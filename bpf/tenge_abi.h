@@ -287,9 +287,10 @@ TT_EVENT(cpu_sample);
 /*
  * Journeys: unless the tracer runs per hook, the hops of one skb that follow
  * each other on one CPU fill one record, sent when the journey ends (TX: the
- * driver returned; RX: the data became readable) or breaks off (another skb
- * takes the CPU's journey, the skb is dropped, the NAPI poll ends). Each hop
- * is the record it would have sent alone; hdr.kind 0 marks a hop the journey
+ * driver returned; RX: the NAPI poll that took it into the socket ended)
+ * or breaks off (another skb takes the CPU's journey,
+ * a hop does not match, the skb is dropped, the NAPI poll ends). Each hop is
+ * the record it would have sent alone; hdr.kind 0 marks a hop the journey
  * did not reach. The journey's own hdr sets only kind (TT_KIND_JOURNEY) and
  * variant (enum tt_journey). A journey of one hop is sent as that record.
  */
@@ -306,13 +307,19 @@ struct tt_tx_journey {
 	struct tt_ev_pkt xmit;
 };
 
-/* driver entry -> netif_receive_skb -> tcp_probe -> sk_data_ready */
+/*
+ * driver entry -> netif_receive_skb -> tcp_probe -> sk_data_ready -> the
+ * poll's end; `sent`: the first TX journey TCP's handling of the segment
+ * completed on the way (its ACK, or data the ACK let go).
+ */
 struct tt_rx_journey {
 	struct tt_hdr hdr;
 	struct tt_ev_pkt entry;
 	struct tt_ev_pkt netif;
 	struct tt_ev_tcp_rcv tcp;
 	struct tt_ev_data_ready ready;
+	struct tt_ev_napi_poll poll;
+	struct tt_tx_journey sent;
 };
 
 /*

@@ -137,6 +137,8 @@ fn traced<T: Send>(lab: &Lab, work: impl FnOnce() -> T + Send) -> (T, PathReport
         (worker.join().expect("worker"), stats.expect("collector"))
     });
     assert_eq!(stats.lost_total(), 0, "the ring buffer overflowed");
+    // Journeys end within the collector's hold: every event in time order.
+    assert_eq!(stats.late, 0, "events out of time order");
     (result, paths.finish())
 }
 

@@ -274,5 +274,13 @@ pub fn report_lost(stats: &CollectStats) -> u64 {
             by_kind.join(", ")
         );
     }
+    if stats.late > 0 {
+        eprintln!(
+            "tenge-trace: WARNING: {} events came from the kernel more than {} ms after later ones \
+             and are out of time order; --per-hook sends each at once.",
+            stats.late,
+            tenge_trace::collector::HOLD_NS / 1_000_000
+        );
+    }
     lost
 }

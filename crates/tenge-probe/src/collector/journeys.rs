@@ -8,7 +8,10 @@
 //! [`HOLD_NS`] of kernel time: longer than a journey lasts, since the kernel
 //! ends every journey at the latest when its CPU's NAPI poll does.
 
-use crate::abi::{tt_ev_pkt, tt_hdr, tt_journey, tt_kind, tt_rx_journey, tt_tx_journey};
+use crate::abi::{
+    tt_ev_data_ready, tt_ev_napi_poll, tt_ev_pkt, tt_ev_tcp_rcv, tt_ev_window_adv, tt_hdr,
+    tt_journey, tt_kind, tt_rx_journey, tt_tx_journey,
+};
 use std::mem::{offset_of, size_of};
 
 /// How long a record waits for the records of journeys that began before it.
@@ -22,7 +25,7 @@ const TS_AT: usize = offset_of!(tt_hdr, ts_ns);
 const TX_HOPS: [(usize, usize); 3] = [
     (
         offset_of!(tt_tx_journey, queue),
-        size_of::<crate::abi::tt_ev_window_adv>(),
+        size_of::<tt_ev_window_adv>(),
     ),
     (
         offset_of!(tt_tx_journey, start_xmit),
@@ -30,43 +33,49 @@ const TX_HOPS: [(usize, usize); 3] = [
     ),
     (offset_of!(tt_tx_journey, xmit), size_of::<tt_ev_pkt>()),
 ];
-const RX_HOPS: [(usize, usize); 4] = [
+const SENT: usize = offset_of!(tt_rx_journey, sent);
+const RX_HOPS: [(usize, usize); 8] = [
     (offset_of!(tt_rx_journey, entry), size_of::<tt_ev_pkt>()),
     (offset_of!(tt_rx_journey, netif), size_of::<tt_ev_pkt>()),
-    (
-        offset_of!(tt_rx_journey, tcp),
-        size_of::<crate::abi::tt_ev_tcp_rcv>(),
-    ),
+    (offset_of!(tt_rx_journey, tcp), size_of::<tt_ev_tcp_rcv>()),
     (
         offset_of!(tt_rx_journey, ready),
-        size_of::<crate::abi::tt_ev_data_ready>(),
+        size_of::<tt_ev_data_ready>(),
     ),
+    (
+        offset_of!(tt_rx_journey, poll),
+        size_of::<tt_ev_napi_poll>(),
+    ),
+    (SENT + TX_HOPS[0].0, TX_HOPS[0].1),
+    (SENT + TX_HOPS[1].0, TX_HOPS[1].1),
+    (SENT + TX_HOPS[2].0, TX_HOPS[2].1),
 ];
+
+/// The hops of a journey of `variant`, and its length.
+fn layout(variant: u8) -> Option<(&'static [(usize, usize)], usize)> {
+    match variant {
+        v if v == tt_journey::TT_JOURNEY_TX as u8 => Some((&TX_HOPS, size_of::<tt_tx_journey>())),
+        v if v == tt_journey::TT_JOURNEY_RX as u8 => Some((&RX_HOPS, size_of::<tt_rx_journey>())),
+        _ => None,
+    }
+}
 
 /// The records a ring record stands for: itself, or a journey's hops.
 pub fn records_of(ring_record: &[u8], mut each: impl FnMut(&[u8])) {
     if ring_record.get(KIND_AT) != Some(&(tt_kind::TT_KIND_JOURNEY as u8)) {
         return each(ring_record);
     }
-    let hops: &[(usize, usize)] = match ring_record[VARIANT_AT] {
-        v if v == tt_journey::TT_JOURNEY_TX as u8
-            && ring_record.len() >= size_of::<tt_tx_journey>() =>
-        {
-            &TX_HOPS
-        }
-        v if v == tt_journey::TT_JOURNEY_RX as u8
-            && ring_record.len() >= size_of::<tt_rx_journey>() =>
-        {
-            &RX_HOPS
+    match layout(ring_record[VARIANT_AT]) {
+        Some((hops, len)) if ring_record.len() >= len => {
+            for &(at, len) in hops {
+                let record = &ring_record[at..at + len];
+                if record[KIND_AT] != 0 {
+                    each(record);
+                }
+            }
         }
         // Not of this build: handed on as it is, for the sink to reject.
-        _ => return each(ring_record),
-    };
-    for &(at, len) in hops {
-        let record = &ring_record[at..at + len];
-        if record[KIND_AT] != 0 {
-            each(record);
-        }
+        _ => each(ring_record),
     }
 }
 
@@ -84,6 +93,8 @@ pub struct InOrder {
     waiting: Vec<(u64, u32, u32)>,
     /// The newest timestamp handed on so far.
     released_ns: u64,
+    /// The newest timestamp taken so far.
+    newest_ns: u64,
     /// Records that came after a later one had been handed on.
     pub late: u64,
 }
@@ -92,10 +103,23 @@ impl InOrder {
     /// Takes a ring record (a journey is split into its hops).
     pub fn push(&mut self, ring_record: &[u8]) {
         records_of(ring_record, |record| {
+            let ts = ts_of(record);
+            self.newest_ns = self.newest_ns.max(ts);
             let at = self.bytes.len() as u32;
             self.bytes.extend_from_slice(record);
-            self.waiting.push((ts_of(record), at, record.len() as u32));
+            self.waiting.push((ts, at, record.len() as u32));
         });
+    }
+
+    /// Where records may be handed on up to, after a drain of the ring that
+    /// started at `drain_started_ns` and emptied it (`caught_up`): a
+    /// journey not yet taken began at most [`HOLD_NS`] before the newest
+    /// record taken or, once the ring was emptied, before the drain began.
+    /// A collector that lags behind the kernel holds records by the
+    /// kernel's clock, not its own.
+    pub fn due_before(&self, drain_started_ns: u64, caught_up: bool) -> u64 {
+        let seen = if caught_up { drain_started_ns } else { 0 };
+        self.newest_ns.max(seen).saturating_sub(HOLD_NS)
     }
 
     /// Hands `sink` the records stamped before `until_ns` (all with
@@ -146,7 +170,7 @@ impl InOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::{tt_ev_window_adv, tt_pkt, tt_window_adv};
+    use crate::abi::{tt_pkt, tt_window_adv};
     use crate::event::{Body, Event};
 
     fn record(ev: Event) -> Vec<u8> {
@@ -238,6 +262,14 @@ mod tests {
         let ev = Event::decode(&out[2]).unwrap();
         assert!(matches!(ev.body, Body::DevStartXmit(p) if p.seq == 1000));
         assert_eq!(in_order.late, 0);
+        // Held by the kernel's clock: a lagging collector (its drain began
+        // before the newest record) holds what the newest record allows.
+        assert_eq!(in_order.due_before(0, true), 200 - HOLD_NS.min(200));
+        assert_eq!(
+            in_order.due_before(HOLD_NS + 1_000, true),
+            HOLD_NS + 1_000 - HOLD_NS
+        );
+        assert_eq!(in_order.due_before(HOLD_NS + 1_000, false), 0);
         // A record older than one handed on is late, and still handed on.
         in_order.push(&napi);
         in_order.release(u64::MAX, |_| Ok(())).unwrap();

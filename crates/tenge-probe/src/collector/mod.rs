@@ -188,8 +188,9 @@ fn drain(
             taken
         }
         Some(in_order) => {
+            let started = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
             let taken = tracer.drain(BATCH, |record| in_order.push(record));
-            let until = crate::os::clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(HOLD_NS);
+            let until = in_order.due_before(started, taken.0 < BATCH);
             match in_order.release(until, |record| sink.record(record)) {
                 Ok(n) => stats.events += n,
                 Err(err) => failed = Some(err),
