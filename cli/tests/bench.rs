@@ -128,5 +128,5 @@ fn quick_kernel_cost_measures_each_probe_and_the_floor() {
     );
     assert!(clock > 0.0 && emit > clock, "{floor}");
     assert!(markdown.contains("**The floor on this host**"));
-    assert!(markdown.contains("| in-kernel cost (TpBtf) |"));
+    assert!(markdown.contains("| in-kernel ns per 100-byte data segment (tp_btf, all hooks) |"));
 }

@@ -58,7 +58,7 @@ impl Workload {
         matches!(self, Workload::IperfBulk | Workload::IperfSmall)
     }
 
-    fn small(self) -> bool {
+    pub fn small(self) -> bool {
         matches!(self, Workload::IperfSmall | Workload::TransferSmall)
     }
 }
