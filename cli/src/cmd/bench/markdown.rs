@@ -565,7 +565,7 @@ and collector share the two cores, so all of it comes out of the transfer. Bulk 
 (64 KiB GSO skbs) pay it per skb. What would close it: a recording that stores journeys as \
 they come and splits and orders them when it is read, the socket calls in journeys too (a write's iterations with the TX \
 journey they lead to, a read's copies with its return: both need an end the kernel does not \
-mark when the task sleeps inside the call, and holding them past the collector's 4 ms hold \
+mark when the task sleeps inside the call, and holding them through a sleep \
 put events out of order in the lab tests), the window event made cheaper (window_adv copies a \
 tcp_sock span and fills 30 fields per outgoing segment), and a host whose transfer leaves \
 cores idle.";

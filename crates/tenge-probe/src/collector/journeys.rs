@@ -5,17 +5,20 @@
 //! come after records other CPUs sent meanwhile, and hops the ring saw later
 //! may have happened earlier. [`InOrder`] splits journeys into their records
 //! and hands every record on in timestamp order, holding each for
-//! [`HOLD_NS`] of kernel time: longer than a journey lasts, since the kernel
-//! ends every journey at the latest when its CPU's NAPI poll does.
+//! [`HOLD_NS`] of kernel time: far longer than a journey lasts, since the
+//! kernel ends every journey at the latest when its CPU's NAPI poll does,
+//! but a virtual CPU can be preempted in the middle of one.
 
 use crate::abi::{
     tt_ev_data_ready, tt_ev_napi_poll, tt_ev_pkt, tt_ev_tcp_rcv, tt_ev_window_adv, tt_hdr,
     tt_journey, tt_kind, tt_rx_journey, tt_tx_journey,
 };
+use std::collections::BTreeMap;
 use std::mem::{offset_of, size_of};
 
-/// How long a record waits for the records of journeys that began before it.
-pub const HOLD_NS: u64 = 4_000_000;
+/// How long a record waits for the records of journeys that began before it
+/// (`watch`'s alerts come this much later).
+pub const HOLD_NS: u64 = 50_000_000;
 
 const KIND_AT: usize = offset_of!(tt_hdr, kind);
 const VARIANT_AT: usize = offset_of!(tt_hdr, variant);
@@ -85,12 +88,24 @@ fn ts_of(record: &[u8]) -> u64 {
         .map_or(0, |ts| u64::from_ne_bytes(ts.try_into().expect("8 bytes")))
 }
 
-/// Records waiting for their turn: their bytes and, sorted on release,
-/// (timestamp, offset, length).
+/// The records of one slice of [`SLICE_NS`] of kernel time: their bytes
+/// and, sorted when the slice is handed on, (timestamp, offset, length).
+#[derive(Default)]
+struct Slice {
+    bytes: Vec<u8>,
+    index: Vec<(u64, u32, u32)>,
+}
+
+/// Records wait in slices of about a millisecond of their timestamps, so
+/// that holding them long costs a push and, per slice, one sort.
+const SLICE_NS: u64 = 1 << 20;
+
+/// Records waiting for their turn, by slice of their timestamps.
 #[derive(Default)]
 pub struct InOrder {
-    bytes: Vec<u8>,
-    waiting: Vec<(u64, u32, u32)>,
+    slices: BTreeMap<u64, Slice>,
+    /// Emptied slices, reused.
+    spare: Vec<Slice>,
     /// The newest timestamp handed on so far.
     released_ns: u64,
     /// The newest timestamp taken so far.
@@ -105,9 +120,13 @@ impl InOrder {
         records_of(ring_record, |record| {
             let ts = ts_of(record);
             self.newest_ns = self.newest_ns.max(ts);
-            let at = self.bytes.len() as u32;
-            self.bytes.extend_from_slice(record);
-            self.waiting.push((ts, at, record.len() as u32));
+            let slice = self
+                .slices
+                .entry(ts / SLICE_NS)
+                .or_insert_with(|| self.spare.pop().unwrap_or_default());
+            let at = slice.bytes.len() as u32;
+            slice.bytes.extend_from_slice(record);
+            slice.index.push((ts, at, record.len() as u32));
         });
     }
 
@@ -122,48 +141,39 @@ impl InOrder {
         self.newest_ns.max(seen).saturating_sub(HOLD_NS)
     }
 
-    /// Hands `sink` the records stamped before `until_ns` (all with
-    /// `u64::MAX`), oldest first; the first error stops it.
+    /// Hands `sink` the records of the slices that end by `until_ns` (all
+    /// with `u64::MAX`), oldest first; the first error stops it.
     pub fn release(
         &mut self,
         until_ns: u64,
         mut sink: impl FnMut(&[u8]) -> anyhow::Result<()>,
     ) -> anyhow::Result<u64> {
-        // Mostly runs already in order: the stable sort merges them.
-        self.waiting.sort_by_key(|&(ts, ..)| ts);
-        let due = self.waiting.partition_point(|&(ts, ..)| ts < until_ns);
-        let mut result = Ok(());
-        for &(ts, at, len) in &self.waiting[..due] {
-            if ts < self.released_ns {
-                self.late += 1;
+        let mut released = 0;
+        while let Some(entry) = self.slices.first_entry() {
+            if (*entry.key() + 1).saturating_mul(SLICE_NS) > until_ns && until_ns != u64::MAX {
+                break;
             }
-            self.released_ns = self.released_ns.max(ts);
-            if result.is_ok() {
-                result = sink(&self.bytes[at as usize..(at + len) as usize]);
+            let mut slice = entry.remove();
+            // Mostly runs already in order: the stable sort merges them.
+            slice.index.sort_by_key(|&(ts, ..)| ts);
+            for &(ts, at, len) in &slice.index {
+                if ts < self.released_ns {
+                    self.late += 1;
+                }
+                self.released_ns = self.released_ns.max(ts);
+                sink(&slice.bytes[at as usize..(at + len) as usize])?;
+                released += 1;
             }
+            slice.bytes.clear();
+            slice.index.clear();
+            self.spare.push(slice);
         }
-        self.keep_from(due);
-        result.map(|()| due as u64)
-    }
-
-    /// Drops the released records, moving the rest to the front.
-    fn keep_from(&mut self, due: usize) {
-        if due == 0 {
-            return;
-        }
-        let mut bytes = Vec::with_capacity(self.bytes.capacity());
-        for entry in &mut self.waiting[due..] {
-            let (at, len) = (entry.1 as usize, entry.2 as usize);
-            entry.1 = bytes.len() as u32;
-            bytes.extend_from_slice(&self.bytes[at..at + len]);
-        }
-        self.bytes = bytes;
-        self.waiting.drain(..due);
+        Ok(released)
     }
 
     #[cfg(test)]
     fn is_empty(&self) -> bool {
-        self.waiting.is_empty()
+        self.slices.is_empty()
     }
 }
 
@@ -223,18 +233,19 @@ mod tests {
 
     #[test]
     fn a_journey_is_its_hops_and_every_record_comes_in_time_order() {
+        let (queue_ns, poll_ns, start_ns) = (SLICE_NS + 5, 2 * SLICE_NS + 1, 3 * SLICE_NS + 1);
         let napi = record(Event::new(
-            hdr(tt_kind::TT_KIND_NAPI_POLL, 150),
+            hdr(tt_kind::TT_KIND_NAPI_POLL, poll_ns),
             Body::NapiPoll(Default::default()),
         ));
         let mut in_order = InOrder::default();
-        // The ring: a NAPI poll at 150, then the journey of a packet queued
-        // at 100 and handed to the driver at 200.
+        // The ring: a NAPI poll, then the journey of a packet queued before
+        // it and handed to the driver after it.
         in_order.push(&napi);
-        in_order.push(&tx_journey(100, 200));
+        in_order.push(&tx_journey(queue_ns, start_ns));
         let mut out = Vec::new();
         let released = in_order
-            .release(180, |r| {
+            .release(3 * SLICE_NS, |r| {
                 out.push(r.to_vec());
                 Ok(())
             })
@@ -245,7 +256,7 @@ mod tests {
             tt_kind::TT_KIND_NAPI_POLL as u8,
             tt_kind::TT_KIND_DEV_START_XMIT as u8,
         );
-        assert_eq!(kinds_and_times(&out), [(queue, 100), (poll, 150)]);
+        assert_eq!(kinds_and_times(&out), [(queue, queue_ns), (poll, poll_ns)]);
         // The hop not reached (xmit) is not a record; the rest is held.
         assert!(!in_order.is_empty());
         in_order
@@ -256,7 +267,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             kinds_and_times(&out),
-            [(queue, 100), (poll, 150), (start, 200)]
+            [(queue, queue_ns), (poll, poll_ns), (start, start_ns)]
         );
         // Each hop decodes as the record it would have been alone.
         let ev = Event::decode(&out[2]).unwrap();
@@ -264,15 +275,12 @@ mod tests {
         assert_eq!(in_order.late, 0);
         // Held by the kernel's clock: a lagging collector (its drain began
         // before the newest record) holds what the newest record allows.
-        assert_eq!(in_order.due_before(0, true), 200 - HOLD_NS.min(200));
-        assert_eq!(
-            in_order.due_before(HOLD_NS + 1_000, true),
-            HOLD_NS + 1_000 - HOLD_NS
-        );
+        assert_eq!(in_order.due_before(0, true), 0);
+        assert_eq!(in_order.due_before(HOLD_NS + 1_000, true), 1_000);
         assert_eq!(in_order.due_before(HOLD_NS + 1_000, false), 0);
         // A record older than one handed on is late, and still handed on.
         in_order.push(&napi);
-        in_order.release(u64::MAX, |_| Ok(())).unwrap();
+        assert_eq!(in_order.release(u64::MAX, |_| Ok(())).unwrap(), 1);
         assert_eq!(in_order.late, 1);
         assert!(in_order.is_empty());
     }
