@@ -26,6 +26,8 @@ have curl || need+=(curl)
 # The NIC lab (lab --link nic): GRO and coalescing knobs, driver counters.
 have ethtool || need+=(ethtool)
 have openssl || need+=(openssl)
+have systemd-analyze || need+=(systemd)
+have man || need+=(man-db)
 # ring (rustls) is built by the cc crate.
 have cc || need+=(gcc)
 
