@@ -46,40 +46,26 @@ fn watch_unit_passes_systemd_analyze_verify() {
     let unit = std::fs::read_to_string(&source).unwrap();
     assert!(unit.contains("ExecStart=/usr/bin/tenge-trace watch "));
     assert!(unit.contains("CapabilityBoundingSet=CAP_BPF CAP_PERFMON"));
-    let unit_path = dir.join(UNIT);
-    std::fs::write(&unit_path, unit.replace("/usr/bin/tenge-trace", bin)).unwrap();
-    let verify = Command::new("systemd-analyze")
-        .arg("verify")
-        .arg(&unit_path)
-        .env("MANPATH", &manpath)
-        .output()
-        .expect("systemd-analyze runs");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
-    );
-    assert!(
-        verify.status.success() && said.is_empty(),
-        "systemd-analyze verify: {said}"
-    );
+    let unit = unit.replace("/usr/bin/tenge-trace", bin);
+    let verify = |text: &str| {
+        let unit_path = dir.join(UNIT);
+        std::fs::write(&unit_path, text).unwrap();
+        let out = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&unit_path)
+            .env("MANPATH", &manpath)
+            .output()
+            .expect("systemd-analyze runs");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), said)
+    };
+    let (ok, said) = verify(&unit);
+    assert!(ok && said.is_empty(), "systemd-analyze verify: {said}");
     // And it does fail where it should: a directive systemd does not know.
-    std::fs::write(
-        &unit_path,
-        format!(
-            "{}\nNoSuchDirective=1\n",
-            unit.replace("/usr/bin/tenge-trace", bin)
-        ),
-    )
-    .unwrap();
-    let verify = Command::new("systemd-analyze")
-        .arg("verify")
-        .arg(&unit_path)
-        .env("MANPATH", &manpath)
-        .output()
-        .expect("systemd-analyze runs");
-    assert!(
-        !verify.stderr.is_empty(),
-        "an unknown directive went unnoticed"
-    );
+    let (_, said) = verify(&format!("{unit}\nNoSuchDirective=1\n"));
+    assert!(!said.is_empty(), "an unknown directive went unnoticed");
 }
