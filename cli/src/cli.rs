@@ -47,6 +47,9 @@ pub enum Command {
     Watch(WatchArgs),
     /// Render a path-cost (or CPU) flamegraph from a trace file.
     Flamegraph(FlamegraphArgs),
+    /// Write a recording in a format others' tools open: pcapng (Wireshark,
+    /// tshark), perfetto (ui.perfetto.dev, chrome://tracing), text (perf script-like).
+    Export(ExportArgs),
     /// Run a real TCP transfer between two fresh network namespaces and trace it.
     Lab(LabArgs),
     /// Measure the overhead of tracing side by side with no tracing, bpftrace and tcpdump (root).
@@ -301,6 +304,34 @@ pub struct FlamegraphArgs {
     /// path, so each is easier to read alone.
     #[arg(long, value_name = "tx|rx", conflicts_with = "cpu")]
     pub direction: Option<Direction>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub input: TraceInput,
+    /// pcapng: one packet per TCP segment at the device layer, headers rebuilt
+    /// (no payload), stage times in packet comments. perfetto: Chrome trace
+    /// events, the hooks on per-CPU tracks, each packet's stages as spans and
+    /// the advertised window as a counter per flow. text: one line per event
+    /// with its Unix time (UTC).
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// pcapng: write a segment on every traced interface it crossed (a veth
+    /// pair, a bridge), as `tcpdump -i any` does, not only where it was seen
+    /// first (Wireshark takes the later sightings for retransmissions).
+    #[arg(long)]
+    pub every_interface: bool,
+    /// Output file (`-`: standard output).
+    #[arg(short = 'o', long, value_name = "FILE", default_value = "-")]
+    pub output: PathBuf,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ExportFormat {
+    Pcapng,
+    Perfetto,
+    Text,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]

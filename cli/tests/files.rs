@@ -230,3 +230,142 @@ fn version_names_the_git_revision() {
         "{text}"
     );
 }
+
+/// A recording of one connection of 4 segments, every hop of each.
+fn write_connection(path: &Path) -> Vec<tenge_trace::event::Event> {
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use tenge_trace::synth::{Connection, Ending, Socket};
+    let socket = |last, port, cookie| Socket {
+        addr: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, last), port),
+        cookie,
+    };
+    let events = Connection {
+        index: 0,
+        sender: socket(1, 40000, 1000),
+        receiver: socket(2, 5201, 1001),
+        cpu: 1,
+        mss: 1448,
+        first_seq: 1,
+        segments: 4,
+        established_ns: 1_000_000,
+        first_segment_ns: 1_001_000,
+        segment_every_ns: 100_000,
+        send_every: 1,
+        read_every: 1,
+        ack_every: 1,
+        win_raw: 500,
+        unsent_segments: None,
+        unread_last: false,
+        ending: Ending::BothClose,
+    }
+    .events();
+    let mut w = TraceWriter::create(path, &TraceMeta::for_this_host()).unwrap();
+    for ev in &events {
+        w.write_event(ev).unwrap();
+    }
+    w.finish(&TraceSummary::default()).unwrap();
+    events
+}
+
+#[test]
+fn export_writes_what_tshark_perfetto_and_people_read() {
+    use tenge_trace::event::Body;
+    let dir = TempDir::new("files-export");
+    let path = dir.join("rec.ttr");
+    let events = write_connection(&path);
+
+    // pcapng: a packet per segment the device layer handled, as tshark decodes it.
+    let pcapng = dir.join("out.pcapng");
+    let out = run(bin()
+        .args(["export", "--format", "pcapng"])
+        .arg(&path)
+        .arg("-o")
+        .arg(&pcapng));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: Vec<String> = events
+        .iter()
+        .filter_map(|ev| match &ev.body {
+            Body::DevStartXmit(p) | Body::NetifReceive(p) => Some(format!(
+                "{}\t{}\t{}\t{}\t{}",
+                ev.src().unwrap().port(),
+                p.seq,
+                p.len,
+                p.win_raw,
+                ev.hdr.cpu
+            )),
+            _ => None,
+        })
+        .collect();
+    let fields = [
+        "tcp.srcport",
+        "tcp.seq_raw",
+        "tcp.len",
+        "tcp.window_size_value",
+        "frame.comment",
+    ];
+    let mut tshark = Command::new("tshark");
+    tshark.arg("-r").arg(&pcapng).args(["-T", "fields"]);
+    for field in fields {
+        tshark.args(["-e", field]);
+    }
+    let decoded = run(&mut tshark);
+    assert!(
+        decoded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&decoded.stderr)
+    );
+    let got: Vec<String> = String::from_utf8(decoded.stdout)
+        .unwrap()
+        .lines()
+        // The comment starts with the CPU: "cpu 1, qdisc 1.000 us".
+        .map(|l| {
+            l.replacen("cpu ", "", 1)
+                .split(',')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(got, want);
+
+    // text: one line per event, Unix time first, as `dump` has them.
+    let text = run(bin().args(["export", "--format", "text"]).arg(&path));
+    let lines: Vec<String> = String::from_utf8(text.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(lines.len(), events.len());
+    let year = |l: &String| l[..4].parse::<u32>().ok();
+    assert!(
+        lines
+            .iter()
+            .all(|l| year(l) >= Some(2024) && l.contains("Z [001] ")),
+        "{lines:?}"
+    );
+
+    // perfetto from standard input: the stages of the 4 segments as spans.
+    let out = run(bin()
+        .args(["export", "--format", "perfetto", "-"])
+        .stdin(std::fs::File::open(&path).unwrap()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let phases = |ph: &str| {
+        doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .count()
+    };
+    assert_eq!(phases("i"), events.len());
+    assert!(phases("b") > 0 && phases("b") == phases("e"));
+}

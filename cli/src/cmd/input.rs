@@ -13,11 +13,32 @@ impl TraceInput {
         } else {
             TraceReader::open(&self.file)?
         };
-        Ok(if self.strict {
+        Ok(self.prepared(reader))
+    }
+
+    /// Unless `--strict`, salvaging.
+    fn prepared(&self, reader: TraceReader) -> TraceReader {
+        if self.strict {
             reader
         } else {
             reader.salvaging()
-        })
+        }
+    }
+
+    /// Two readers of the recording, for what needs two passes over it;
+    /// standard input is read into memory for that.
+    pub fn open_twice(&self) -> anyhow::Result<(TraceReader, TraceReader)> {
+        if self.file != Path::new("-") {
+            return Ok((self.open()?, self.open()?));
+        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)?;
+        let bytes = std::sync::Arc::new(bytes);
+        let open = || -> anyhow::Result<TraceReader> {
+            let input = Box::new(std::io::Cursor::new(SharedBytes(bytes.clone())));
+            Ok(self.prepared(TraceReader::from_reader(input, Path::new("<stdin>"))?))
+        };
+        Ok((open()?, open()?))
     }
 
     /// Says on stderr where a salvaged recording stopped, once it was read.
@@ -32,5 +53,14 @@ impl TraceInput {
                 damage.events_read
             );
         }
+    }
+}
+
+/// Standard input read once, for two readers.
+struct SharedBytes(std::sync::Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
     }
 }

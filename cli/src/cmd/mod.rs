@@ -6,6 +6,7 @@ mod bench;
 mod check;
 mod diff;
 mod dump;
+mod export;
 mod flamegraph;
 mod gen_docs;
 mod input;
@@ -36,6 +37,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Flamegraph(args) => flamegraph::run(args),
+        Command::Export(args) => export::run(args),
         Command::Watch(args) => watch::run(args),
         Command::Lab(args) => lab::run(args),
         #[cfg(feature = "bench")]

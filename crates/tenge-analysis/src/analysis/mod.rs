@@ -225,7 +225,17 @@ impl Analysis {
         self.events
     }
 
+    /// Stage spans recorded since the last call, when `cfg.paths.spans` keeps them.
+    pub fn take_spans(&mut self) -> Vec<paths::StageSpan> {
+        self.paths.take_spans()
+    }
+
     pub fn finish(self, provenance: Provenance) -> Report {
+        self.finish_with_spans(provenance).0
+    }
+
+    /// [`finish`](Self::finish), and the stage spans not yet taken.
+    pub fn finish_with_spans(self, provenance: Provenance) -> (Report, Vec<paths::StageSpan>) {
         let events_lost = provenance.lost.values().sum();
         let mut window = self.window.finish(events_lost);
         let mut sockets: Vec<FlowInfo> = self.flows.flows().into_iter().cloned().collect();
@@ -238,7 +248,8 @@ impl Analysis {
         // Stable sorts: without retired rows, the orders stay as they were.
         sockets.sort_by_key(|f| std::cmp::Reverse(f.bytes_sent + f.bytes_received));
         window.flows.sort_by_key(|f| f.sock_cookie);
-        Report {
+        let (path_costs, spans) = self.paths.finish_with_spans();
+        let report = Report {
             tool_version: env!("CARGO_PKG_VERSION"),
             kernel_release: provenance.kernel_release,
             events: self.events,
@@ -251,8 +262,9 @@ impl Analysis {
             jiffies_hz: window.jiffies_hz,
             flows: window.flows,
             sockets,
-            path_costs: self.paths.finish(),
+            path_costs,
             retirement,
-        }
+        };
+        (report, spans)
     }
 }

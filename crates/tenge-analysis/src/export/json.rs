@@ -88,6 +88,50 @@ pub fn event_text(ev: &Event, out: &mut String) {
         h.cpu,
         ev.kind_name()
     );
+    event_fields_text(ev, out);
+}
+
+/// The event as `perf script` prints one: Unix time (UTC, to the
+/// nanosecond), CPU, kind, then the fields as [`event_text`] gives them.
+/// `boot_offset_ns` turns the recording's monotonic clock into Unix time.
+pub fn event_text_wall(ev: &Event, boot_offset_ns: i64, out: &mut String) {
+    let unix_ns = (ev.hdr.ts_ns as i64).saturating_add(boot_offset_ns).max(0) as u64;
+    let _ = write!(
+        out,
+        "{} [{:03}] {}:",
+        utc_text(unix_ns),
+        ev.hdr.cpu,
+        ev.kind_name()
+    );
+    event_fields_text(ev, out);
+}
+
+/// Unix time in nanoseconds as RFC 3339 UTC, e.g. `2026-11-26T13:05:01.123456789Z`.
+pub fn utc_text(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let (days, day_secs) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days: proleptic Gregorian from 1970-01-01.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
+        day_secs / 3600,
+        day_secs / 60 % 60,
+        day_secs % 60,
+        unix_ns % 1_000_000_000
+    )
+}
+
+/// Everything [`event_text`] prints after the kind: ends, cookie, hook, fields.
+fn event_fields_text(ev: &Event, out: &mut String) {
+    let h = &ev.hdr;
     match (ev.src(), ev.dst()) {
         (Some(s), Some(d)) => {
             let _ = write!(out, " {s} > {d}");
@@ -118,6 +162,20 @@ pub fn event_text(ev: &Event, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_text_is_rfc3339() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00.000000000Z");
+        // `date -u -d @951782400` (a leap day), and `date -u -d @1795525501`.
+        assert_eq!(
+            utc_text(951_782_400_000_000_001),
+            "2000-02-29T00:00:00.000000001Z"
+        );
+        assert_eq!(
+            utc_text(1_795_525_501_123_456_789),
+            "2026-11-24T13:05:01.123456789Z"
+        );
+    }
     use crate::event::{abi_addr, tt_hdr, tt_window_adv};
 
     #[test]

@@ -34,6 +34,7 @@ pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathRepor
 
 use crate::event::{Body, Event, FlowKey};
 use crate::flow::{place, prefetch, EventKey, KeyMap};
+pub use stats::StageSpan;
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
 
 /// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
@@ -63,6 +64,9 @@ pub struct PathConfig {
     pub max_flow_breakdown: usize,
     /// Packets (or writes) waiting at one hop of one flow.
     pub max_pending_per_flow: usize,
+    /// Keep every stage measurement as a [`StageSpan`] (for timelines), to be
+    /// taken with [`PathAnalyzer::take_spans`].
+    pub spans: bool,
 }
 
 impl Default for PathConfig {
@@ -75,6 +79,7 @@ impl Default for PathConfig {
             max_flows: 4096,
             max_flow_breakdown: 64,
             max_pending_per_flow: 8192,
+            spans: false,
         }
     }
 }
@@ -210,6 +215,8 @@ pub struct PathAnalyzer {
     free: Vec<usize>,
     /// Breakdowns of the freed flows, by `created`.
     retired_rows: Vec<(u64, FlowPaths)>,
+    /// Stage spans not yet taken, when the config keeps them.
+    spans: Vec<StageSpan>,
 }
 
 impl Default for PathAnalyzer {
@@ -234,7 +241,13 @@ impl PathAnalyzer {
             created: 0,
             free: Vec::new(),
             retired_rows: Vec::new(),
+            spans: Vec::new(),
         }
+    }
+
+    /// The stage spans recorded since the last call (none unless `cfg.spans`).
+    pub fn take_spans(&mut self) -> Vec<StageSpan> {
+        std::mem::take(&mut self.spans)
     }
 
     pub fn push(&mut self, ev: &Event) {
@@ -329,7 +342,13 @@ impl PathAnalyzer {
         }
     }
 
-    pub fn finish(mut self) -> PathReport {
+    pub fn finish(self) -> PathReport {
+        self.finish_with_spans().0
+    }
+
+    /// [`finish`](Self::finish), and the spans not yet taken, those of the
+    /// packets still in flight included.
+    pub fn finish_with_spans(mut self) -> (PathReport, Vec<StageSpan>) {
         for i in 0..self.flows.len() {
             let (flow, mut ctx) = self.parts(i);
             let in_flight = flow.rx.drain(&mut ctx) + flow.tx.in_flight();
@@ -344,13 +363,14 @@ impl PathAnalyzer {
             ))
         }));
         rows.sort_unstable_by_key(|&(created, _)| created);
-        report::build(
+        let report = report::build(
             &self.cfg,
             &self.overall,
             rows.into_iter().map(|(_, row)| row).collect(),
             &self.napi,
             &self.counters,
-        )
+        );
+        (report, self.spans)
     }
 
     /// The flow table retired `socket` (with addresses `key`): its flow is
@@ -527,16 +547,22 @@ impl PathAnalyzer {
 
     /// Splits the borrows: one flow, and the context that records for it.
     fn parts(&mut self, i: usize) -> (&mut Pending, Ctx<'_>) {
-        let flow = &mut self.flows[i];
+        let Flow {
+            key,
+            table,
+            pending,
+            ..
+        } = &mut self.flows[i];
         let ctx = Ctx {
             cfg: &self.cfg,
             rec: Recorder {
                 overall: &mut self.overall,
-                flow: flow.table.as_deref_mut(),
+                flow: table.as_deref_mut(),
+                spans: self.cfg.spans.then_some((&mut self.spans, &*key)),
             },
             counters: &mut self.counters,
         };
-        (&mut flow.pending, ctx)
+        (pending, ctx)
     }
 
     fn napi_poll(&mut self, ifindex: u32, work: i32, budget: i32) {

@@ -90,6 +90,12 @@ impl Unit {
                     .record(self.at[READ].saturating_sub(self.at[ENTRY]), n);
             }
         });
+        for (stage, hop) in self.at.windows(2).enumerate() {
+            if hop[0] != 0 && hop[1] != 0 {
+                ctx.rec
+                    .span(path, stage, (hop[0], hop[1].max(hop[0])), n, self.seq);
+            }
+        }
         ctx.counters.rx_packets += n;
         if self.at.iter().all(|&t| t != 0) {
             ctx.counters.rx_complete += n;

@@ -6,6 +6,7 @@
 //! the per-dimension views of the report are merged from them at the end, so
 //! every packet is recorded once.
 
+use crate::event::FlowKey;
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
@@ -309,6 +310,34 @@ impl PathTable {
 pub struct Recorder<'a> {
     pub overall: &'a mut PathTable,
     pub flow: Option<&'a mut PathTable>,
+    /// Every stage measurement as a span, with the flow's key, when asked
+    /// for ([`PathConfig::spans`](super::PathConfig::spans)).
+    pub spans: Option<(&'a mut Vec<StageSpan>, &'a FlowKey)>,
+}
+
+/// One stage of one packet (or of the `packets` segments of one skb), as the
+/// path statistics recorded it: `end_ns - start_ns` is the latency they hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StageSpan {
+    pub flow: FlowKey,
+    pub path: PathId,
+    /// Index into the direction's `stages`.
+    pub stage: usize,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub packets: u64,
+    /// First byte of the segment (TX) or unit (RX) measured.
+    pub seq: u32,
+}
+
+impl StageSpan {
+    pub fn direction(&self) -> &'static str {
+        self.path.spec().name
+    }
+
+    pub fn stage_name(&self) -> &'static str {
+        self.path.spec().stages[self.stage]
+    }
 }
 
 impl Recorder<'_> {
@@ -318,6 +347,28 @@ impl Recorder<'_> {
         record(self.overall.acc(path));
         if let Some(flow) = self.flow.as_deref_mut() {
             record(flow.acc(path));
+        }
+    }
+
+    /// Keeps the span of a stage measured `[start_ns, end_ns]`, when spans are kept.
+    pub fn span(
+        &mut self,
+        path: PathId,
+        stage: usize,
+        (start_ns, end_ns): (u64, u64),
+        packets: u64,
+        seq: u32,
+    ) {
+        if let Some((spans, flow)) = self.spans.as_mut() {
+            spans.push(StageSpan {
+                flow: **flow,
+                path,
+                stage,
+                start_ns,
+                end_ns,
+                packets,
+                seq,
+            });
         }
     }
 }

@@ -137,6 +137,10 @@ impl TxFlow {
                     acc.stages[TX_STAGE_TCP].record(ns, 1);
                 }
             });
+            if let Some(ns) = waited {
+                let span = (ts_ns - ns, ts_ns);
+                ctx.rec.span(PathId::tx(class), TX_STAGE_TCP, span, 1, seq);
+            }
             ctx.counters.tx_packets += 1;
             let segments = &mut queued.segments[class as usize];
             *segments = segments.saturating_add(1);
@@ -236,11 +240,15 @@ impl TxFlow {
             return;
         }
         for (class, &n) in q.segments.iter().enumerate().filter(|(_, &n)| n > 0) {
-            ctx.rec.path(PathId::tx(class as u8), |acc| {
-                let n = u64::from(n);
-                acc.stages[TX_STAGE_QDISC].record(q.start_ns.saturating_sub(q.queued_ns), n);
-                acc.stages[TX_STAGE_DRIVER].record(ts_ns.saturating_sub(q.start_ns), n);
+            let (path, n) = (PathId::tx(class as u8), u64::from(n));
+            let qdisc = (q.queued_ns, q.start_ns.max(q.queued_ns));
+            let driver = (q.start_ns, ts_ns.max(q.start_ns));
+            ctx.rec.path(path, |acc| {
+                acc.stages[TX_STAGE_QDISC].record(qdisc.1 - qdisc.0, n);
+                acc.stages[TX_STAGE_DRIVER].record(driver.1 - driver.0, n);
             });
+            ctx.rec.span(path, TX_STAGE_QDISC, qdisc, n, q.seq);
+            ctx.rec.span(path, TX_STAGE_DRIVER, driver, n, q.seq);
         }
         ctx.counters.tx_complete += q.tcp_measured as u64;
     }
