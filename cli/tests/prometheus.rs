@@ -1,18 +1,20 @@
 //! `watch --prometheus` against a real Prometheus (Debian's `prometheus`) that
-//! scrapes it and evaluates the example alert rules, and promtool on the
-//! example files.
+//! scrapes it, evaluates the example alert rules and answers the Grafana
+//! dashboard's queries; promtool on the example files.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::TempDir;
 use serde_json::Value;
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tenge_trace::export::prometheus::{render, text_004, Snapshot};
 use tenge_trace::lab::{Lab, LabConfig, Scenario};
 
 /// Debian's prometheus package provides both tools; scripts/install-deps.sh installs it.
@@ -54,6 +56,168 @@ fn example_rules_and_config_pass_promtool() {
             "promtool check {what} {file}:\n{text}"
         );
         assert!(text.contains("SUCCESS"), "{text}");
+    }
+}
+
+/// examples/grafana/tenge-trace.json, the Grafana dashboard.
+fn dashboard() -> Value {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/grafana/tenge-trace.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
+/// Every query of the dashboard's panels: (panel title, refId, expr).
+fn panel_queries(dashboard: &Value) -> Vec<(String, String, String)> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let panels = dashboard["panels"].as_array().unwrap();
+    panels
+        .iter()
+        .flat_map(|p| {
+            let targets = p["targets"].as_array().into_iter().flatten();
+            targets.map(|t| (text(&p["title"]), text(&t["refId"]), text(&t["expr"])))
+        })
+        .collect()
+}
+
+/// The `tenge_trace_` series a PromQL expression reads, each with its label
+/// matchers (what is between the braces after it, empty without).
+fn metric_selectors(expr: &str) -> Vec<(&str, &str)> {
+    expr.match_indices("tenge_trace_")
+        .map(|(at, _)| {
+            let rest = &expr[at..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            let matchers = rest[end..]
+                .strip_prefix('{')
+                .and_then(|m| m.split_once('}'))
+                .map_or("", |(m, _)| m);
+            (&rest[..end], matchers)
+        })
+        .collect()
+}
+
+/// The sample names of every family watch declares (a histogram's `_bucket`,
+/// `_sum` and `_count`), whether it has series now or not: before any event
+/// is lost, `events_lost_total` has none.
+fn served_names() -> HashSet<String> {
+    let text = text_004(&render(&Snapshot::default()));
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split_once(' '))
+        .flat_map(|(name, kind)| {
+            let suffixes: &[&str] = match kind {
+                "histogram" => &["_bucket", "_sum", "_count"],
+                _ => &[""],
+            };
+            suffixes.iter().map(move |s| format!("{name}{s}"))
+        })
+        .collect()
+}
+
+/// The dashboard is a Grafana dashboard model: panels on the 24-column grid
+/// without overlap, each on the `${datasource}` variable, its queries reading
+/// only series watch serves, on the hosts the `$job` and `$instance`
+/// variables pick. (The root test runs every query against a Prometheus.)
+#[test]
+fn grafana_dashboard_is_a_model_over_watchs_series() {
+    let d = dashboard();
+    assert!(
+        d["schemaVersion"].is_u64(),
+        "schemaVersion {}",
+        d["schemaVersion"]
+    );
+    for key in ["title", "uid", "refresh"] {
+        assert!(d[key].as_str().is_some_and(|s| !s.is_empty()), "{key}");
+    }
+    assert!(d["time"]["from"].is_string() && d["time"]["to"].is_string());
+
+    let vars = d["templating"]["list"].as_array().unwrap();
+    let var = |name: &str| {
+        vars.iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no ${name} variable"))
+    };
+    let datasource = var("datasource");
+    assert_eq!(
+        (datasource["type"].as_str(), datasource["query"].as_str()),
+        (Some("datasource"), Some("prometheus"))
+    );
+    let on_datasource = serde_json::json!({"type": "prometheus", "uid": "${datasource}"});
+    for host in ["job", "instance"] {
+        let v = var(host);
+        assert_eq!(v["type"], "query", "${host}");
+        assert_eq!(v["datasource"], on_datasource, "${host}");
+        assert!(
+            v["query"].as_str().is_some_and(|q| {
+                q.starts_with("label_values(tenge_trace_") && q.ends_with(&format!(", {host})"))
+            }),
+            "${host}: {}",
+            v["query"]
+        );
+    }
+
+    let served = served_names();
+    let panels = d["panels"].as_array().unwrap();
+    assert!(!panels.is_empty());
+    let mut ids = HashSet::new();
+    let mut cells = HashSet::new();
+    for p in panels {
+        let title = p["title"].as_str().unwrap_or_default();
+        assert!(!title.is_empty(), "untitled panel: {p}");
+        assert!(
+            p["id"].as_u64().is_some_and(|id| ids.insert(id)),
+            "{title}: id {} missing or not unique",
+            p["id"]
+        );
+        assert!(
+            ["timeseries", "stat", "table"].contains(&p["type"].as_str().unwrap_or_default()),
+            "{title}: type {}",
+            p["type"]
+        );
+        let grid = &p["gridPos"];
+        let [x, y, w, h] = ["x", "y", "w", "h"].map(|k| {
+            grid[k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{title}: gridPos.{k} in {grid}"))
+        });
+        assert!(w > 0 && h > 0 && x + w <= 24, "{title}: {grid}");
+        for cell in (x..x + w).flat_map(|cx| (y..y + h).map(move |cy| (cx, cy))) {
+            assert!(
+                cells.insert(cell),
+                "{title} overlaps another panel at {cell:?}"
+            );
+        }
+        assert_eq!(p["datasource"], on_datasource, "{title}");
+        let targets = p["targets"].as_array().map_or(&[][..], Vec::as_slice);
+        assert!(!targets.is_empty(), "{title}: no targets");
+        let mut ref_ids = HashSet::new();
+        for t in targets {
+            assert!(
+                t["refId"]
+                    .as_str()
+                    .is_some_and(|r| !r.is_empty() && ref_ids.insert(r)),
+                "{title}: refId {} missing or not unique",
+                t["refId"]
+            );
+            assert!(
+                t["datasource"].is_null() || t["datasource"] == on_datasource,
+                "{title}"
+            );
+            let expr = t["expr"].as_str().unwrap_or_default();
+            let selectors = metric_selectors(expr);
+            assert!(
+                !selectors.is_empty(),
+                "{title}: {expr:?} reads no tenge_trace series"
+            );
+            for (name, matchers) in selectors {
+                assert!(served.contains(name), "{title}: watch serves no {name}");
+                assert!(
+                    matchers.contains("job=~\"$job\"")
+                        && matchers.contains("instance=~\"$instance\""),
+                    "{title}: {name} is not limited to the chosen hosts: {expr}"
+                );
+            }
+        }
     }
 }
 
@@ -286,6 +450,70 @@ fn test_rules() -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Every query of the dashboard run on `prometheus`, which scrapes one watch
+/// as job `tenge-trace`, target `instance`: the host variables find it, and
+/// each panel query returns a series (a value of 0 is data too) within 30 s
+/// while `transferring`. `$__rate_interval` is 1m, Grafana's at a 15 s
+/// scrape interval. Returns each query's panel, refId and series count.
+fn dashboard_queries_return_data(
+    prometheus: SocketAddr,
+    instance: &str,
+    transferring: impl Fn() -> bool,
+) -> Vec<(String, String, usize)> {
+    let d = dashboard();
+    let resolve = |expr: &str| {
+        expr.replace("$__rate_interval", "1m")
+            .replace("$job", "tenge-trace")
+            .replace("$instance", instance)
+    };
+    for (var, value) in [("job", "tenge-trace"), ("instance", instance)] {
+        let list = d["templating"]["list"].as_array().unwrap();
+        let v = list.iter().find(|v| v["name"] == var).unwrap();
+        // Grafana's label_values(SELECTOR, LABEL) is the label values API.
+        let (selector, label) = v["query"]
+            .as_str()
+            .and_then(|q| q.strip_prefix("label_values(")?.strip_suffix(')'))
+            .and_then(|q| q.rsplit_once(", "))
+            .unwrap();
+        let values = api(
+            prometheus,
+            &format!(
+                "/api/v1/label/{label}/values?match%5B%5D={}",
+                percent_encode(&resolve(selector))
+            ),
+        );
+        assert!(
+            values.as_array().unwrap().iter().any(|x| x == value),
+            "${var}: {values}"
+        );
+    }
+    let queries = panel_queries(&d);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // An invalid query fails here: query() asserts Prometheus's success.
+        let counts: Vec<(String, String, usize)> = queries
+            .iter()
+            .map(|(title, ref_id, expr)| {
+                let n = query(prometheus, &resolve(expr)).len();
+                (title.clone(), ref_id.clone(), n)
+            })
+            .collect();
+        let empty: Vec<String> = counts
+            .iter()
+            .filter(|(.., n)| *n == 0)
+            .map(|(title, ref_id, _)| format!("{title} {ref_id}"))
+            .collect();
+        if empty.is_empty() {
+            return counts;
+        }
+        assert!(
+            transferring() && Instant::now() < deadline,
+            "dashboard queries without data: {empty:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 /// Prometheus scraping and evaluating every second with `config` (its rule
@@ -649,6 +877,14 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
             );
             std::thread::sleep(Duration::from_millis(500));
         };
+        // While the flows are open and the clamp alert runs: the dashboard.
+        let panels =
+            dashboard_queries_return_data(prometheus_addr, &metrics_addr.to_string(), || {
+                !transfer.is_finished()
+            });
+        for (title, ref_id, n) in &panels {
+            eprintln!("dashboard: {title} {ref_id}: {n} series");
+        }
         // While the flows are open: their series, and the global ones.
         let series: Vec<Vec<(Value, f64)>> = [
             "tenge_trace_flow_transferred_bytes_total{direction=\"sent\"}",
