@@ -98,8 +98,8 @@ fn metric_selectors(expr: &str) -> Vec<(&str, &str)> {
 }
 
 /// The sample names of every family watch declares (a histogram's `_bucket`,
-/// `_sum` and `_count`), whether it has series now or not: before any event
-/// is lost, `events_lost_total` has none.
+/// `_sum` and `_count`), whether it has series now or not (a flow family
+/// has none before the first flow).
 fn served_names() -> HashSet<String> {
     let text = text_004(&render(&Snapshot::default()));
     text.lines()

@@ -471,9 +471,14 @@ impl Snapshot {
             "events_lost",
             "Events the kernel could not queue (ring buffer full), by kind",
             None,
-            self.events_lost
-                .iter()
-                .map(|(kind, &n)| (vec![("kind", kind.as_str())], counter(n))),
+            // Every kind from the start, at 0 until one is lost: a counter
+            // that first appears at N is invisible to rate() and increase().
+            (0..=u8::MAX)
+                .filter_map(crate::event::kind_name)
+                .map(|kind| {
+                    let lost = self.events_lost.get(kind).copied().unwrap_or(0);
+                    (vec![("kind", kind)], counter(lost))
+                }),
         )?;
         let attached = self.probes.attached().count();
         single(
@@ -743,6 +748,8 @@ mod tests {
             "tenge_trace_flows 4",
             "tenge_trace_events_total 9",
             "tenge_trace_events_lost_total{kind=\"tcp_rcv\"} 4",
+            // Kinds with none lost are there too, at 0, for rate() to see the first loss.
+            "tenge_trace_events_lost_total{kind=\"window_adv\"} 0",
             "tenge_trace_stage_latency_seconds_bucket{le=\"1.0\",direction=\"rx\",stage=\"read\"} 0",
             "tenge_trace_stage_latency_seconds_bucket{le=\"+Inf\",direction=\"tx\",stage=\"tcp\"} 0",
             "tenge_trace_probes_failed 0",
