@@ -164,7 +164,7 @@ fn rx_all(report: &PathReport) -> &PathEntry {
         .paths
         .iter()
         .find(|p| p.direction == "rx" && p.dimension == "gro" && p.path == "single")
-        .unwrap_or_else(|| panic!("no rx single path:\n{}", report.render_table()))
+        .unwrap_or_else(|| panic!("no rx single path:\n{}", report.render_table(None)))
 }
 
 fn print_report(tag: &str, run: &BulkRun) {
@@ -177,7 +177,7 @@ fn print_report(tag: &str, run: &BulkRun) {
         run.traced_xmit_skbs,
         run.traced_entry_skbs
     );
-    eprint!("{}", run.report.render_table());
+    eprint!("{}", run.report.render_table(None));
 }
 
 /// What is compared with what. veth counts skbs: a TSO skb of 40 segments
@@ -335,7 +335,7 @@ fn sampling_one_in_eight_scales_counts_and_keeps_latencies() {
     assert_eq!(stats.lost_total(), 0);
     let sampled = sampled.finish();
     print_report("all", &all);
-    eprint!("1 in 8:\n{}", sampled.render_table());
+    eprint!("1 in 8:\n{}", sampled.render_table(None));
     assert_eq!(sampled.sample_every, 8);
     assert!(sampled.note.contains("scaled by 8"), "{}", sampled.note);
     let c = &sampled.coverage;
@@ -433,7 +433,7 @@ fn rx_path_latency_is_consistent_with_pingpong_half_rtt() {
     let lab = Lab::new(&LabConfig::default()).unwrap();
     let cfg = PingPongConfig::default();
     let (pingpong, report) = traced(&lab, || pingpong::run(&lab, &cfg).unwrap());
-    eprint!("{}", report.render_table());
+    eprint!("{}", report.render_table(None));
     let half_rtt = pingpong.half_rtt_quantile(0.5).as_nanos() as u64;
     let rx = rx_all(&report);
     // Every message, both ways, went down the whole RX path.

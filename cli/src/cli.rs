@@ -22,6 +22,27 @@ tenge-trace stages --interval 10    # in-kernel stage latencies, cheap enough to
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Colour alerts, warnings, advice and titles: when standard output (or
+    /// error) is a terminal and NO_COLOR is unset (auto), always, or never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "auto",
+        value_name = "WHEN"
+    )]
+    pub color: ColorChoice,
+    /// Print tables as wide as they are instead of wrapping them to the
+    /// terminal's width (or $COLUMNS).
+    #[arg(long, global = true)]
+    pub wide: bool,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Subcommand, Debug)]

@@ -369,3 +369,57 @@ fn export_writes_what_tshark_perfetto_and_people_read() {
     assert_eq!(phases("i"), events.len());
     assert!(phases("b") > 0 && phases("b") == phases("e"));
 }
+
+#[test]
+fn report_text_fits_the_terminal_the_locale_and_the_colour_asked_for() {
+    let dir = TempDir::new("files-terminal");
+    let path = dir.join("rec.ttr");
+    write_connection(&path);
+    let report = |env: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = bin();
+        cmd.env_remove("COLUMNS")
+            .env_remove("LC_ALL")
+            .env_remove("LC_CTYPE")
+            .env_remove("NO_COLOR");
+        cmd.envs(env.iter().copied())
+            .arg("report")
+            .args(args)
+            .arg(&path);
+        let out = run(&mut cmd);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let utf8 = report(&[("LANG", "C.UTF-8")], &[]);
+    assert!(utf8.contains(" µs"), "{utf8}");
+    // The POSIX locale: every character ASCII, the units spelled out.
+    let posix = report(&[("LANG", "C.UTF-8"), ("LC_ALL", "C")], &[]);
+    assert!(posix.is_ascii() && posix.contains(" us"), "{posix}");
+    // Tables wrap to $COLUMNS (findings are prose, and wrap in the
+    // terminal); --wide keeps each row on one line.
+    let table_lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| {
+                ["direction ", "tx ", "rx ", "cookie "]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+            })
+            .map(String::from)
+            .collect()
+    };
+    let narrow = report(&[("LANG", "C.UTF-8"), ("COLUMNS", "80")], &[]);
+    let wide = report(&[("LANG", "C.UTF-8"), ("COLUMNS", "80")], &["--wide"]);
+    assert!(wide.lines().any(|l| l.chars().count() > 80), "{wide}");
+    assert!(
+        table_lines(&narrow).iter().all(|l| l.chars().count() <= 80),
+        "{narrow}"
+    );
+    assert!(table_lines(&narrow).len() > table_lines(&wide).len());
+    // Colour only when asked for, on a pipe.
+    assert!(!utf8.contains('\x1b'));
+    let coloured = report(&[("LANG", "C.UTF-8")], &["--color", "always"]);
+    assert!(coloured.contains("\x1b[1mPATH COSTS\x1b[0m"), "{coloured}");
+}

@@ -104,7 +104,7 @@ fn commands(bytes: &[u8], turn: u64) -> Outcome {
     };
     let outcome = match replay::report(&mut reader, AnalysisConfig::default()) {
         Ok(report) => {
-            std::hint::black_box(render_report(&report));
+            std::hint::black_box(render_report(&report, None));
             std::hint::black_box(serde_json::to_string_pretty(&report).unwrap());
             match reader.damage() {
                 Some(_) => Outcome::Salvaged,

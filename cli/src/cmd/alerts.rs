@@ -34,14 +34,16 @@ impl AlertPrinter {
                 day_ns / 1_000_000 % 1000,
             );
             let kind = serde_json::to_value(alert.kind).expect("kinds serialize");
-            println!(
-                "{h:02}:{m:02}:{s:02}.{ms:03} UTC  {:<7} {:<14} {} (cookie {}): {}",
+            let line = format!(
+                "{:<7} {:<14} {} (cookie {}): {}",
                 if alert.cleared { "CLEARED" } else { "ALERT" },
                 kind.as_str().unwrap_or("?"),
                 alert.flow,
                 alert.sock_cookie,
                 alert.message
             );
+            let line = super::terminal::stdout().text(&line).into_owned();
+            println!("{h:02}:{m:02}:{s:02}.{ms:03} UTC  {line}");
         }
     }
 }

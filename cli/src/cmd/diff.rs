@@ -1,6 +1,7 @@
 //! `tenge-trace diff BEFORE AFTER [--json]`: two recordings, each replayed
 //! through the analyses as `report` does, side by side.
 
+use super::terminal;
 use crate::cli::{AlertArgs, DiffArgs, TraceInput};
 use std::process::ExitCode;
 use tenge_trace::analysis::diff::Diff;
@@ -20,7 +21,8 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
             args.before.display(),
             args.after.display()
         );
-        print!("{}", render_diff(&diff));
+        let out = terminal::stdout();
+        print!("{}", out.text(&render_diff(&diff, out.width)));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,7 @@
 
 use super::alerts::AlertPrinter;
 use super::session;
+use super::terminal;
 use crate::cli::{LabArgs, OnOff, ReaderKind};
 use std::cell::RefCell;
 use std::process::ExitCode;
@@ -118,7 +119,8 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         println!("{out}");
     } else {
         print_transfer(&run.transfer, &sockets);
-        print!("\n{}", render_report(&report));
+        let out = terminal::stdout();
+        print!("\n{}", out.text(&render_report(&report, out.width)));
     }
     session::report_lost(&run.stats);
     Ok(ExitCode::SUCCESS)
@@ -126,7 +128,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
 
 /// What the lab is about to run, on stderr.
 fn print_banner(scenario: Option<Scenario>, cfg: &LabConfig, lab: &Lab) {
-    eprintln!(
+    let banner = format!(
         "tenge-trace lab: {} — {} → {} over {}, MTU {}, {} bytes, window scaling {}, rcvbuf {}, {} reader",
         scenario.map_or("custom", |s| s.name()),
         lab.sender_addr(cfg.ipv6),
@@ -141,6 +143,7 @@ fn print_banner(scenario: Option<Scenario>, cfg: &LabConfig, lab: &Lab) {
         cfg.rcvbuf.map_or("default".into(), |b| b.to_string()),
         if matches!(cfg.reader, Reader::Fast) { "fast" } else { "slow" },
     );
+    eprintln!("{}", terminal::stderr().text(&banner));
 }
 
 /// The transfer, and the kernel's own view of its sockets (ss -ti).

@@ -16,6 +16,7 @@ mod record;
 mod report;
 mod session;
 mod stages;
+mod terminal;
 mod watch;
 
 use crate::cli::{Cli, Command};
@@ -29,6 +30,7 @@ pub const VERSION: &str = concat!(
 );
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    terminal::init(cli.color, cli.wide);
     match cli.command {
         Command::Check { json } => check::run(json),
         Command::Record(args) => record::run(args),

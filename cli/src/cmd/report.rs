@@ -1,5 +1,6 @@
 //! `tenge-trace report FILE [--json]`
 
+use super::terminal;
 use crate::cli::{AlertArgs, ReportArgs, RetireArgs};
 use std::process::ExitCode;
 use tenge_trace::analysis::{AnalysisConfig, RetireConfig};
@@ -43,7 +44,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", render_report(&report));
+        let out = terminal::stdout();
+        print!("{}", out.text(&render_report(&report, out.width)));
     }
     Ok(ExitCode::SUCCESS)
 }

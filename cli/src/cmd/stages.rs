@@ -4,6 +4,7 @@
 
 use super::output::OutputFile;
 use super::session;
+use super::terminal;
 use crate::cli::StagesArgs;
 use anyhow::Context;
 use serde::Serialize;
@@ -77,6 +78,8 @@ struct IntervalSummary {
 
 /// Where the next `--interval` starts.
 struct Intervals {
+    /// Columns the tables fit in.
+    width: Option<usize>,
     started: Instant,
     last: StageTotals,
     last_at: Instant,
@@ -91,7 +94,10 @@ impl Intervals {
             (self.last_at - self.started).as_secs_f64(),
             (at - self.started).as_secs_f64(),
         );
-        let table = format!("{start_s:.1}-{end_s:.1} s\n{}\n", summary.render_table());
+        let table = format!(
+            "{start_s:.1}-{end_s:.1} s\n{}\n",
+            summary.render_table(self.width)
+        );
         (self.last, self.last_at) = (now, at);
         let interval = IntervalSummary {
             start_s,
@@ -105,11 +111,15 @@ impl Intervals {
 pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
     let json_to_stdout = args.json.as_deref() == Some(std::path::Path::new("-"));
     // Tables go where the JSON does not.
+    let out = match json_to_stdout {
+        true => terminal::stderr(),
+        false => terminal::stdout(),
+    };
     let print = |text: &str| {
         if json_to_stdout {
-            eprint!("{text}");
+            eprint!("{}", out.text(text));
         } else {
-            print!("{text}");
+            print!("{}", out.text(text));
         }
     };
     let flags = session::StopFlags::install()?;
@@ -127,6 +137,7 @@ pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
         .map(|path| StreamedJson::start(path, &filters, tracer.plan()))
         .transpose()?;
     let mut intervals = Intervals {
+        width: out.width,
         started,
         last: StageTotals::default(),
         last_at: started,
@@ -155,7 +166,7 @@ pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
     let end_reason = session::end_reason(&flags, child_status.is_some(), deadline.is_some());
     print(&format!(
         "total, {elapsed_s:.1} s ({end_reason})\n{}",
-        totals.render_table()
+        totals.render_table(out.width)
     ));
     if let (Some(json), Some(path)) = (json, &args.json) {
         json.finish(elapsed_s, end_reason, &totals)

@@ -7,6 +7,7 @@
 
 use super::alerts::AlertPrinter;
 use super::session;
+use super::terminal;
 use crate::cli::WatchArgs;
 use anyhow::Context;
 use std::cell::RefCell;
@@ -110,7 +111,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             serde_json::json!({ "type": "summary", "report": report })
         );
     } else {
-        print!("{}", render_report(&report));
+        let out = terminal::stdout();
+        print!("{}", out.text(&render_report(&report, out.width)));
     }
     session::report_lost(&stats);
     Ok(if args.exit_on_alert && printer.count > 0 {

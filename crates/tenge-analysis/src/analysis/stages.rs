@@ -8,8 +8,9 @@
 //! the middle of the bucket its rank falls in, so it is within an eighth of
 //! that bucket's lower end of the true value (exact below 8 ns).
 
-use super::paths::{aligned, micros};
+use super::paths::aligned;
 use crate::abi::tt_stage_stats;
+use crate::export::table::duration;
 use serde::Serialize;
 pub use tenge_events::stage_maps::{
     bucket_of, bucket_range, StageTotals, BUCKETS, HOOKS, HOOK_NAMES, STAGES, STAGE_NAMES,
@@ -101,18 +102,18 @@ pub struct StagesSummary {
 }
 
 impl StagesSummary {
-    /// Two aligned tables: the stages (times in µs), then the hooks.
-    pub fn render_table(&self) -> String {
+    /// Two aligned tables: the stages, then the hooks.
+    pub fn render_table(&self, width: Option<usize>) -> String {
         let header = |cells: &[&str]| cells.iter().map(|c| c.to_string()).collect::<Vec<_>>();
         let mut stages = vec![header(&[
             "stage",
             "samples",
             "unmatched",
-            "mean µs",
-            "p50 µs",
-            "p90 µs",
-            "p99 µs",
-            "max µs",
+            "mean",
+            "p50",
+            "p90",
+            "p99",
+            "max",
         ])];
         for s in &self.stages {
             let mut row = vec![
@@ -123,8 +124,8 @@ impl StagesSummary {
             if s.samples == 0 {
                 row.extend(std::iter::repeat_n("-".to_string(), 5));
             } else {
-                row.push(format!("{:.1}", s.mean_ns / 1000.0));
-                row.extend([s.p50_ns, s.p90_ns, s.p99_ns, s.max_ns].map(micros));
+                row.push(duration(s.mean_ns as u64));
+                row.extend([s.p50_ns, s.p90_ns, s.p99_ns, s.max_ns].map(duration));
             }
             stages.push(row);
         }
@@ -136,7 +137,11 @@ impl StagesSummary {
                 h.bytes.to_string(),
             ]);
         }
-        format!("{}\n{}", aligned(&stages, 1), aligned(&hooks, 1))
+        format!(
+            "{}\n{}",
+            aligned(&stages, 1, width),
+            aligned(&hooks, 1, width)
+        )
     }
 }
 
@@ -303,7 +308,7 @@ mod tests {
         let mut totals = StageTotals::default();
         totals.add_stage(2, &stage(&[1500, 2500]));
         totals.add_hook(3, &hook(2, 3000));
-        let table = StagesSummary::of(&totals).render_table();
+        let table = StagesSummary::of(&totals).render_table(None);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 1 + STAGES + 1 + 1 + HOOKS, "{table}");
         // 1500 is in [1280, 1536), 2500 in [2048, 2560): middles 1407 and 2303
@@ -311,7 +316,9 @@ mod tests {
         let napi: Vec<&str> = lines[3].split_whitespace().collect();
         assert_eq!(
             napi,
-            ["napi", "2", "0", "2.0", "1.4", "2.3", "2.3", "2.5"],
+            [
+                "napi", "2", "0", "2.0", "µs", "1.4", "µs", "2.3", "µs", "2.3", "µs", "2.5", "µs"
+            ],
             "{table}"
         );
         assert!(

@@ -1,6 +1,7 @@
 //! The report for people: aligned tables, numbers with units.
 
 use crate::analysis::diff::Diff;
+use crate::analysis::paths::aligned;
 use crate::analysis::window::stalls::SwsStall;
 use crate::analysis::window::{Advice, FlowWindowReport};
 use crate::analysis::Report;
@@ -32,6 +33,16 @@ pub fn bps(n: f64) -> String {
     }
 }
 
+/// A time with the unit that keeps it short: ns, µs, ms or s.
+pub fn duration(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..999_950 => format!("{:.1} µs", ns as f64 / 1e3),
+        999_950..999_950_000 => format!("{:.1} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}
+
 /// The longest stalls a flow lists (JSON has them all).
 const STALLS_SHOWN: usize = 5;
 
@@ -43,14 +54,15 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
 
-/// The whole report: header, window findings per flow, alerts and advice, path costs.
-pub fn render_report(report: &Report) -> String {
+/// The whole report: header, window findings per flow, alerts and advice,
+/// path costs. Tables wider than `width` columns wrap.
+pub fn render_report(report: &Report, width: Option<usize>) -> String {
     let mut out = String::new();
     render_header(&mut out, report);
-    render_windows_and_limits(&mut out, report);
+    render_windows_and_limits(&mut out, report, width);
     render_findings(&mut out, report);
     let _ = writeln!(out, "\nPATH COSTS");
-    out.push_str(&report.path_costs.render_table());
+    out.push_str(&report.path_costs.render_table(width));
     out
 }
 
@@ -94,14 +106,12 @@ fn render_header(out: &mut String, report: &Report) {
 }
 
 /// One row per socket: bytes, MSS, windows, stalls and limit shares.
-fn render_windows_and_limits(out: &mut String, report: &Report) {
+fn render_windows_and_limits(out: &mut String, report: &Report, width: Option<usize>) {
     let _ = writeln!(
         out,
         "\nWINDOWS AND LIMITS (per socket; limits are shares of busy time, other: none of them)"
     );
-    let _ = writeln!(
-        out,
-        "{:>8}  {:<45} {:>10} {:>10}  {:>17}  {:>6} {:>7} {:>10} {:>6}  {:>5} {:>5} {:>6} {:>5} {:>5}",
+    let header = [
         "cookie",
         "local -> remote",
         "sent",
@@ -115,8 +125,9 @@ fn render_windows_and_limits(out: &mut String, report: &Report) {
         "cwnd",
         "sndbuf",
         "app",
-        "other"
-    );
+        "other",
+    ];
+    let mut rows = vec![header.map(String::from).to_vec()];
     for flow in &report.flows {
         let socket = report
             .sockets
@@ -130,25 +141,24 @@ fn render_windows_and_limits(out: &mut String, report: &Report) {
             opt(flow.mss.receiver_estimate),
             opt(flow.mss.advertised)
         );
-        let _ = writeln!(
-            out,
-            "{:>8}  {:<45} {:>10} {:>10}  {:>17}  {:>6} {:>7} {:>10} {:>6}  {:>5} {:>5} {:>6} {:>5} {:>5}",
-            flow.sock_cookie,
+        rows.push(vec![
+            flow.sock_cookie.to_string(),
             format!("{} -> {}", flow.src, flow.dst),
             bytes(sent),
             bytes(received),
             mss,
-            w.receive.advertised_count,
-            w.receive.mss_rounded_count,
+            w.receive.advertised_count.to_string(),
+            w.receive.mss_rounded_count.to_string(),
             bytes(w.receive.mss_rounding_bytes_lost),
-            w.sws_stalls.len(),
+            w.sws_stalls.len().to_string(),
             pct(flow.limits.rwnd),
             pct(flow.limits.cwnd),
             pct(flow.limits.sndbuf),
             pct(flow.limits.app),
             pct(flow.limits.unlimited),
-        );
+        ]);
     }
+    out.push_str(&aligned(&rows, 2, width));
     if let Some(r) = &report.retirement {
         let idle = r.idle_timeout_ns.map_or(String::new(), |ns| {
             format!(" or silent for {:.0} s", ns as f64 / 1e9)
@@ -287,7 +297,7 @@ fn render_stalls(out: &mut String, stalls: &[SwsStall]) {
 
 /// `diff`'s table: each figure before and after, its ratio, and for a
 /// quantile the packets each side's stands on.
-pub fn render_diff(diff: &Diff) -> String {
+pub fn render_diff(diff: &Diff, width: Option<usize>) -> String {
     let mut rows = vec![vec![
         "figure".to_string(),
         "before".into(),
@@ -305,7 +315,7 @@ pub fn render_diff(diff: &Diff) -> String {
                 .map_or(String::new(), |[b, a]| format!("{b} / {a}")),
         ]);
     }
-    crate::analysis::paths::aligned(&rows, 1)
+    aligned(&rows, 1, width)
 }
 
 /// A figure's value in its unit, read off its name.
@@ -315,8 +325,27 @@ fn diff_value(figure: &str, v: f64) -> String {
         "throughput_bps" => bps(v),
         "bytes_sent" | "mss_rounding_bytes_lost" | "mean_advertised_window" => bytes(v as u64),
         "limit_share" | "path_share" => pct(v),
-        "stage_p50_ns" | "stage_p90_ns" => format!("{:.1} µs", v / 1e3),
+        "stage_p50_ns" | "stage_p90_ns" => duration(v.max(0.0) as u64),
         "busy_s" | "sws_stall_s" => format!("{v:.3} s"),
         _ => format!("{v:.0}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_the_unit_that_keeps_them_short() {
+        for (ns, text) in [
+            (0, "0 ns"),
+            (999, "999 ns"),
+            (1_000, "1.0 µs"),
+            (999_949, "999.9 µs"),
+            (999_950, "1.0 ms"),
+            (3_033_837_700, "3.03 s"),
+        ] {
+            assert_eq!(duration(ns), text);
+        }
     }
 }

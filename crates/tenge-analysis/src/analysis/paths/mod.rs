@@ -29,7 +29,7 @@ pub mod stats;
 mod tests;
 mod tx;
 
-pub(crate) use report::{aligned, micros};
+pub(crate) use report::aligned;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
 use crate::event::{Body, Event, FlowKey};

@@ -3,6 +3,7 @@
 use super::stats::{DirSpec, NapiAcc, PathAcc, PathTable, StageAcc, DIRECTIONS};
 use super::{Counters, PathConfig};
 use crate::event::{addr_text, FlowKey};
+use crate::export::table::duration;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -300,8 +301,9 @@ fn napi_stats(n: &NapiAcc, scale: u64) -> NapiStats {
 
 impl PathReport {
     /// One table per direction: direction, dimension, path, packets, share,
-    /// then p50/p99/max in µs for each stage; then NAPI, coverage, evictions.
-    pub fn render_table(&self) -> String {
+    /// then p50/p99/max for each stage; then NAPI, coverage, evictions.
+    /// Tables wider than `width` columns wrap (see [`aligned`]).
+    pub fn render_table(&self, width: Option<usize>) -> String {
         let mut out = String::new();
         for spec in DIRECTIONS {
             let rows: Vec<&PathEntry> = self
@@ -317,8 +319,8 @@ impl PathReport {
             let mut table = vec![["direction", "dimension", "path", "packets", "share"]
                 .iter()
                 .map(|s| s.to_string())
-                .chain(spec.stages.iter().map(|s| format!("{s} p50/p99/max µs")))
-                .chain(with_total.then(|| "total p50/p99/max µs".to_string()))
+                .chain(spec.stages.iter().map(|s| format!("{s} p50/p99/max")))
+                .chain(with_total.then(|| "total p50/p99/max".to_string()))
                 .collect::<Vec<_>>()];
             for p in rows {
                 let mut row = vec![
@@ -332,16 +334,16 @@ impl PathReport {
                     0 => "-".to_string(),
                     _ => format!(
                         "{}/{}/{}",
-                        micros(s.p50_ns),
-                        micros(s.p99_ns),
-                        micros(s.max_ns)
+                        duration(s.p50_ns),
+                        duration(s.p99_ns),
+                        duration(s.max_ns)
                     ),
                 };
                 row.extend(p.stages.iter().map(cell));
                 row.extend(with_total.then(|| cell(&p.total)));
                 table.push(row);
             }
-            out.push_str(&aligned(&table, 3));
+            out.push_str(&aligned(&table, 3, width));
             out.push('\n');
         }
         for n in &self.napi {
@@ -394,12 +396,11 @@ impl PathReport {
     }
 }
 
-pub(crate) fn micros(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1000.0)
-}
-
-/// Columns padded to their widest cell; columns from `right_from` on are right-aligned.
-pub(crate) fn aligned(rows: &[Vec<String>], right_from: usize) -> String {
+/// Columns padded to their widest cell; columns from `right_from` on are
+/// right-aligned, those before it name the row. A table wider than `width`
+/// is wrapped: the columns that do not fit go into further blocks, each
+/// with the naming columns again.
+pub(crate) fn aligned(rows: &[Vec<String>], right_from: usize, width: Option<usize>) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -411,21 +412,42 @@ pub(crate) fn aligned(rows: &[Vec<String>], right_from: usize) -> String {
         })
         .collect();
     let mut out = String::new();
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (cell, &w))| {
-                if c >= right_from {
-                    format!("{cell:>w$}")
-                } else {
-                    format!("{cell:<w$}")
-                }
-            })
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
+    for (block, group) in column_blocks(&widths, right_from, width).iter().enumerate() {
+        if block > 0 {
+            out.push('\n');
+        }
+        for row in rows {
+            let cells: Vec<String> = group
+                .iter()
+                .filter_map(|&c| Some((c, row.get(c)?, widths[c])))
+                .map(|(c, cell, w)| match c >= right_from {
+                    true => format!("{cell:>w$}"),
+                    false => format!("{cell:<w$}"),
+                })
+                .collect();
+            out.push_str(cells.join("  ").trim_end());
+            out.push('\n');
+        }
     }
     out
+}
+
+/// The columns of each block: the first `keys` in every one, then as many
+/// of the rest, in order, as fit in `width` (at least one).
+fn column_blocks(widths: &[usize], keys: usize, width: Option<usize>) -> Vec<Vec<usize>> {
+    let keys: Vec<usize> = (0..keys.min(widths.len())).collect();
+    let line = |columns: &[usize]| columns.iter().map(|&c| widths[c] + 2).sum::<usize>() - 2;
+    let mut blocks = Vec::new();
+    let mut block = keys.clone();
+    for c in keys.len()..widths.len() {
+        block.push(c);
+        let over = width.is_some_and(|w| line(&block) > w);
+        if over && block.len() > keys.len() + 1 {
+            block.pop();
+            blocks.push(std::mem::replace(&mut block, keys.clone()));
+            block.push(c);
+        }
+    }
+    blocks.push(block);
+    blocks
 }

@@ -2,6 +2,7 @@
 
 use super::alerts::{bps, rate};
 use super::kernel::SpaceRule;
+use crate::export::table::duration;
 use serde::Serialize;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -126,7 +127,8 @@ pub fn receive_buffer(
 pub fn throughput_ceiling(window: u64, srtt_us: u32) -> Option<Advice> {
     let ceiling_bps = bps(window as f64, f64::from(srtt_us))?;
     let message = format!(
-        "a {window} B window at srtt {srtt_us} µs allows at most {}",
+        "a {window} B window at srtt {} allows at most {}",
+        duration(u64::from(srtt_us) * 1000),
         rate(ceiling_bps)
     );
     Some(Advice::ThroughputCeiling {

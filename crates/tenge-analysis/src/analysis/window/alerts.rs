@@ -204,14 +204,8 @@ pub(super) fn bps(bytes: f64, us: f64) -> Option<f64> {
     (us > 0.0).then(|| bytes * 8.0 * 1e6 / us)
 }
 
-/// A rate for a message: "1.23 Gb/s", "456.7 Mb/s", "89.0 kb/s".
-pub(super) fn rate(bps: f64) -> String {
-    match bps {
-        b if b >= 1e9 => format!("{:.2} Gb/s", b / 1e9),
-        b if b >= 1e6 => format!("{:.1} Mb/s", b / 1e6),
-        b => format!("{:.1} kb/s", b / 1e3),
-    }
-}
+/// A rate for a message: "1.23 Gb/s", "456.7 Mb/s", "89.0 kb/s" (the report's units).
+pub(super) use crate::export::table::bps as rate;
 
 #[cfg(test)]
 mod tests {

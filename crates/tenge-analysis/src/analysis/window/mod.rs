@@ -32,6 +32,7 @@ pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
 use crate::event::{addr_text, Body, Event};
+use crate::export::table::duration;
 use crate::flow::{place, prefetch_span, FastMap};
 use alerts::{bps, rate, Episode, RateMarks, Turn};
 use limits::{estimate_hz, ChronoSample, LimitTracker, SenderState};
@@ -534,7 +535,7 @@ impl Flow {
             Turn::Unchanged => return,
         }
         let cost = bps(lost, f64::from(srtt)).map_or(String::new(), |b| {
-            format!(", {} at srtt {srtt} µs", rate(b))
+            format!(", {} at srtt {}", rate(b), duration(u64::from(srtt) * 1000))
         });
         let binding = match (peer.rwnd_share, cap, received) {
             (Some(share), _, _) => format!(
@@ -666,7 +667,11 @@ impl Flow {
                 "per event"
             };
             let ceiling = cap.map_or(String::new(), |b| {
-                format!("; at srtt {srtt} µs that caps at {}", rate(b))
+                format!(
+                    "; at srtt {} that caps at {}",
+                    duration(u64::from(srtt) * 1000),
+                    rate(b)
+                )
             });
             let achieved = check.acked_bps.map_or(String::new(), |b| {
                 format!(", and {} was acknowledged", rate(b))
