@@ -331,7 +331,7 @@ int BPF_PROG(tcp_rcv_btf, struct sock *sk, struct sk_buff *skb)
 	if (stamp_of(slot, key, TT_HOOK_NETIF_RECEIVE, &prev)) {
 		unstamp(slot, key);
 		record_stage(TT_STAGE_IP_TCP, &prev, now);
-	} else if (sock_flow(&h, sk, true, false)) {
+	} else if (sock_flow(&h, sk, true, false, false)) {
 		record_stage(TT_STAGE_IP_TCP, NULL, now);
 	} else {
 		return 0;

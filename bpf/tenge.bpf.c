@@ -238,6 +238,59 @@ static __always_inline void flush_journeys_of(const void *skb)
 	}
 }
 
+/* ---- the tasks that write and read each socket --------------------------- */
+
+/* The last writer and reader (pid) each socket was sent with, by address. */
+struct sock_tasks {
+	__u32 writer;
+	__u32 reader;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct sock_tasks);
+} sock_tasks SEC(".maps");
+
+/*
+ * Sends a sock_task record when the current task is not the one `sk` was
+ * last written (or read) by: once per socket and task, not per call. The
+ * entry goes when the socket closes (state_body), so a socket allocated at
+ * the same address starts afresh.
+ */
+static __always_inline void note_task(const struct tt_hdr *h, const struct sock *sk,
+				      enum tt_task_role role)
+{
+	__u64 key = (unsigned long)sk;
+	__u32 pid = (__u32)bpf_get_current_pid_tgid();
+	struct sock_tasks none = {}, *seen = bpf_map_lookup_elem(&sock_tasks, &key);
+	__u32 *last;
+
+	if (!seen) {
+		bpf_map_update_elem(&sock_tasks, &key, &none, BPF_NOEXIST);
+		seen = bpf_map_lookup_elem(&sock_tasks, &key);
+		if (!seen)
+			return;
+	}
+	last = role == TT_TASK_WRITER ? &seen->writer : &seen->reader;
+	if (*last == pid)
+		return;
+	struct tt_ev_sock_task *ev = reserve(sizeof(*ev), TT_KIND_SOCK_TASK);
+
+	if (!ev)
+		return;
+	*last = pid;
+	stamp(&ev->hdr, h, TT_KIND_SOCK_TASK);
+	ev->body.cgroup_id = bpf_get_current_cgroup_id();
+	ev->body.pid = pid;
+	ev->body.tgid = bpf_get_current_pid_tgid() >> 32;
+	bpf_get_current_comm(ev->body.comm, sizeof(ev->body.comm));
+	ev->body.role = role;
+	__builtin_memset(ev->body._pad0, 0, sizeof(ev->body._pad0));
+	submit(ev, sizeof(*ev));
+}
+
 /* ---- sendmsg: tcp:tcp_sendmsg_locked ------------------------------------- */
 
 /*
@@ -264,12 +317,13 @@ static __always_inline int sendmsg_body(const struct sock *sk, const struct msgh
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	struct tt_hdr h = {};
 
-	if (!tp)
+	if (!tp || !sock_flow(&h, sk, btf, btf, true))
 		return 0;
+	note_task(&h, sk, TT_TASK_WRITER);
 	__u32 write_seq = RD(btf, tp, write_seq);
 	__u32 msg_left = RD(btf, msg, msg_iter.count);
 
-	if (!sendmsg_sampled(write_seq, msg_left, size_goal) || !sock_flow(&h, sk, btf, btf))
+	if (!sendmsg_sampled(write_seq, msg_left, size_goal))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, sendmsg, &h, TT_KIND_SENDMSG);
@@ -350,7 +404,7 @@ static __always_inline int data_ready_body(const struct sock *sk, bool btf)
 	 * All the unread bytes: a superset of those that just became readable
 	 * (rcv_nxt before this skb is not known here), whatever the skb held.
 	 */
-	bool kept = sampled_range(copied_seq, rcv_nxt) && sock_flow(&h, sk, btf, btf);
+	bool kept = sampled_range(copied_seq, rcv_nxt) && sock_flow(&h, sk, btf, btf, false);
 
 	if (j) {
 		/* The journey goes on to the end of the poll. */
@@ -397,7 +451,7 @@ static __always_inline int app_read_body(const struct sock *sk, int ret, bool bt
 
 	/* The bytes returned end at copied_seq; a read of none has no key. */
 	if (!sampled_range(copied_seq - (ret > 0 ? ret : 0), copied_seq) ||
-	    !sock_flow(&h, sk, btf, btf))
+	    !sock_flow(&h, sk, btf, btf, false))
 		return 0;
 	EMIT_BEGIN(ev, app_read, &h, TT_KIND_APP_READ);
 	ev->body.ret = ret;
@@ -441,11 +495,11 @@ struct {
 /* Whether a state event passes the filters, following kept sockets by cookie. */
 static __always_inline bool state_wanted(const struct tt_hdr *h, int newstate)
 {
-	bool kept = port_wanted(h) && addr_wanted(h) && netns_wanted(h);
+	bool kept = port_wanted(h) && addr_wanted(h) && netns_wanted(h) && task_wanted(h);
 	__u64 cookie = h->sock_cookie;
 	__u8 yes = 1;
 
-	if (!(filter_port || filter_addr_set) || !cookie)
+	if (!(filter_port || filter_addr_set || filter_task) || !cookie)
 		return kept;
 	if (kept)
 		bpf_map_update_elem(&kept_socks, &cookie, &yes, BPF_ANY);
@@ -464,6 +518,11 @@ static __always_inline int state_body(const struct sock *sk, int oldstate, int n
 
 	if (!is_tcp(sk, btf))
 		return 0;
+	if (newstate == TCP_STATE_CLOSE) {
+		__u64 key = (unsigned long)sk;
+
+		bpf_map_delete_elem(&sock_tasks, &key);
+	}
 	h.sport = RD(btf, sk, __sk_common.skc_num);
 	h.dport = bpf_ntohs(RD(btf, sk, __sk_common.skc_dport));
 	sock_addrs(&h, sk, btf);
@@ -575,7 +634,7 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 	 * A merged skb (GRO, backlog coalescing) is kept if any packet in it
 	 * is; a journey's skb was kept on the same bytes at netif_receive_skb.
 	 */
-	if ((!j && !sampled_segment(seq, len, ack, flags)) || !sock_flow(&h, sk, btf, btf))
+	if ((!j && !sampled_segment(seq, len, ack, flags)) || !sock_flow(&h, sk, btf, btf, false))
 		goto out;
 	/* tcp_rcv_established(): skb->data is the TCP header */
 	if (bpf_probe_read_kernel(th, sizeof(th), RD(btf, skb, data)))
@@ -623,13 +682,14 @@ static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len
 	const struct sock *sk = RD(btf, skb, sk);
 	struct tt_hdr h = {};
 
-	if (!is_tcp(sk, btf))
+	if (!is_tcp(sk, btf) || !sock_flow(&h, sk, btf, false, true))
 		return 0;
+	note_task(&h, sk, TT_TASK_READER);
 	__u32 seq = RD(btf, cb, seq);
 	__u32 end_seq = RD(btf, cb, end_seq);
 
 	/* The whole skb, even when only part of it is copied now. */
-	if (!sampled_range(seq, end_seq) || !sock_flow(&h, sk, btf, false))
+	if (!sampled_range(seq, end_seq))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, copy_datagram, &h, TT_KIND_COPY_DATAGRAM);
@@ -651,7 +711,7 @@ static __always_inline int retransmit_body(const struct sock *sk, const struct s
 	const struct tcp_skb_cb *cb = tcp_cb(skb);
 	struct tt_hdr h = {};
 
-	if (!sock_flow(&h, sk, btf, btf))
+	if (!sock_flow(&h, sk, btf, btf, false))
 		return 0;
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, retransmit, &h, TT_KIND_RETRANSMIT);
@@ -871,7 +931,7 @@ static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
 	    !sampled_segment(p.seq, p.len, p.ack, p.flags))
 		goto unwanted;
 	h.netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);
-	if (!netns_wanted(&h))
+	if (!netns_wanted(&h) || !task_wanted(&h))
 		goto unwanted;
 	h.sock_cookie = sock_cookie(sk, btf, false);
 	h.skb = (unsigned long)skb;
@@ -932,7 +992,7 @@ static __always_inline bool pkt_wanted(struct tt_hdr *h, const struct tcp_pkt *p
 	if (!sampled_segment(p->seq, p->len, p->ack, p->flags))
 		return false;
 	h->netns = RD(btf, skb, dev, nd_net.net, ns.inum);
-	if (!netns_wanted(h))
+	if (!netns_wanted(h) || !task_wanted(h))
 		return false;
 	/* Usually 0 on receive: the socket is looked up later. */
 	const struct sock *sk = RD(btf, skb, sk);
@@ -1211,7 +1271,7 @@ static __always_inline int kfree_skb_body(const struct sk_buff *skb, const void 
 	h.netns = RD(btf, skb, dev, nd_net.net, ns.inum);
 	if (!h.netns && sk)
 		h.netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);
-	if (!netns_wanted(&h))
+	if (!netns_wanted(&h) || !task_wanted(&h))
 		return 0;
 	if (sk)
 		h.sock_cookie = RD(btf, sk, __sk_common.skc_cookie.counter);

@@ -13,7 +13,9 @@
 #ifndef TENGE_ABI_H
 #define TENGE_ABI_H
 
-#define TT_ABI_VERSION 2
+#define TT_ABI_VERSION 3
+/* The oldest ABI whose files this one reads: 3 only added a kind. */
+#define TT_ABI_READABLE 2
 
 /* Event kinds. Keep the numbers stable: they are stored in trace files. */
 enum tt_kind {
@@ -32,7 +34,8 @@ enum tt_kind {
 	TT_KIND_RETRANSMIT = 13,    /* tcp:tcp_retransmit_skb */
 	TT_KIND_KFREE_SKB = 14,	    /* skb:kfree_skb: a drop, with its reason */
 	TT_KIND_CPU_SAMPLE = 15,    /* perf_event cpu-clock sample */
-	TT_KIND_MAX = 16,
+	TT_KIND_SOCK_TASK = 16,	    /* a socket's writer or reader is a new task */
+	TT_KIND_MAX = 17,
 	/*
 	 * Ring only, never in trace files: the records of one packet's hops in
 	 * one ring record (struct tt_tx_journey, struct tt_rx_journey). The
@@ -265,6 +268,27 @@ struct tt_cpu_sample {
 	__s32 ustack_id;
 };
 
+/* enum tt_sock_task.role */
+enum tt_task_role {
+	TT_TASK_WRITER = 1, /* called sendmsg */
+	TT_TASK_READER = 2, /* copied data out (recvmsg) */
+};
+
+/*
+ * TT_KIND_SOCK_TASK: the task that writes (or reads) the socket of the
+ * header is not the one that did before, or the first one: sent from the
+ * sendmsg and copy_datagram hooks, in the task's context, whatever the
+ * sampling. The pid and comm are the kernel's, right in any PID namespace.
+ */
+struct tt_sock_task {
+	__u64 cgroup_id; /* cgroup v2 id: the inode of its directory */
+	__u32 pid;	 /* the thread */
+	__u32 tgid;	 /* the process */
+	char comm[16];
+	__u8 role; /* enum tt_task_role */
+	__u8 _pad0[7];
+};
+
 /* One ring-buffer record per kind: header + body. */
 #define TT_EVENT(name)                                                                             \
 	struct tt_ev_##name {                                                                      \
@@ -283,6 +307,7 @@ TT_EVENT(state);
 TT_EVENT(retransmit);
 TT_EVENT(kfree_skb);
 TT_EVENT(cpu_sample);
+TT_EVENT(sock_task);
 
 /*
  * Journeys: unless the tracer runs per hook, the hops of one skb that follow

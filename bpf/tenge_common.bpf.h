@@ -57,7 +57,17 @@ const volatile __u16 filter_port = 0;
 const volatile __u64 filter_addr[2] = {}; /* 16 address bytes, as in tt_hdr */
 const volatile __u8 filter_addr_set = 0;
 const volatile __u32 filter_netns = 0;
-const volatile __u32 sample_every = 0; /* <= 1: every event */
+/*
+ * Only the flows of some tasks (filter_task): a socket counts once such a
+ * task wrote or read it (mark_task_flow), from then on, both directions.
+ * Each of the three is off when 0 (filter_comm: when its first byte is).
+ */
+const volatile __u8 filter_task = 0;
+const volatile __u32 filter_tgid = 0;
+const volatile __u64 filter_comm[2] = {};     /* 16 bytes, NUL-padded */
+const volatile __u64 filter_cgroup = 0;	      /* cgroup v2 id */
+const volatile __u32 filter_cgroup_level = 0; /* its depth below the root */
+const volatile __u32 sample_every = 0;	      /* <= 1: every event */
 /* ---- filtering and sampling ---------------------------------------------- */
 
 /* Checked in this order, each as soon as its fields are read. */
@@ -83,6 +93,72 @@ static __always_inline bool addr_wanted(const struct tt_hdr *h)
 static __always_inline bool netns_wanted(const struct tt_hdr *h)
 {
 	return !filter_netns || h->netns == filter_netns;
+}
+
+/* A flow one way, as a header names it (source first). */
+struct task_flow {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport;
+	__u16 dport;
+	__u32 netns;
+};
+
+/* Flows of the filter's tasks, both ways: 8192 connections. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct task_flow);
+	__type(value, __u8);
+} task_flows SEC(".maps");
+
+static __always_inline void task_flow_of(struct task_flow *f, const struct tt_hdr *h, bool reverse)
+{
+	__builtin_memcpy(f->saddr, reverse ? h->daddr : h->saddr, 16);
+	__builtin_memcpy(f->daddr, reverse ? h->saddr : h->daddr, 16);
+	f->sport = reverse ? h->dport : h->sport;
+	f->dport = reverse ? h->sport : h->dport;
+	f->netns = h->netns;
+}
+
+/* Whether the current task is one the filter keeps the flows of. */
+static __always_inline bool current_task_wanted(void)
+{
+	if (filter_tgid && bpf_get_current_pid_tgid() >> 32 != filter_tgid)
+		return false;
+	if (filter_comm[0] & 0xff) {
+		__u64 comm[2] = {};
+
+		bpf_get_current_comm(comm, sizeof(comm));
+		if (comm[0] != filter_comm[0] || comm[1] != filter_comm[1])
+			return false;
+	}
+	return !filter_cgroup ||
+	       bpf_get_current_ancestor_cgroup_id(filter_cgroup_level) == filter_cgroup;
+}
+
+/* Called where the socket's own task runs (sendmsg, recvmsg). */
+static __always_inline void mark_task_flow(const struct tt_hdr *h)
+{
+	struct task_flow f = {};
+	__u8 yes = 1;
+
+	if (!filter_task || !current_task_wanted())
+		return;
+	task_flow_of(&f, h, false);
+	bpf_map_update_elem(&task_flows, &f, &yes, BPF_ANY);
+	task_flow_of(&f, h, true);
+	bpf_map_update_elem(&task_flows, &f, &yes, BPF_ANY);
+}
+
+static __always_inline bool task_wanted(const struct tt_hdr *h)
+{
+	struct task_flow f = {};
+
+	if (!filter_task)
+		return true;
+	task_flow_of(&f, h, false);
+	return bpf_map_lookup_elem(&task_flows, &f);
 }
 
 /*
@@ -206,9 +282,13 @@ static __always_inline void sock_addrs(struct tt_hdr *h, const struct sock *sk, 
 	}
 }
 
-/* Header of a socket event (local end first); false if filtered out. */
+/*
+ * Header of a socket event (local end first); false if filtered out. `mark`:
+ * the socket's own task runs this (sendmsg, recvmsg), so its flow is one of
+ * the task filter's if the task is.
+ */
 static __always_inline bool sock_flow(struct tt_hdr *h, const struct sock *sk, bool btf,
-				      bool trusted)
+				      bool trusted, bool mark)
 {
 	h->sport = RD(btf, sk, __sk_common.skc_num);
 	h->dport = bpf_ntohs(RD(btf, sk, __sk_common.skc_dport));
@@ -219,6 +299,10 @@ static __always_inline bool sock_flow(struct tt_hdr *h, const struct sock *sk, b
 		return false;
 	h->netns = RD(btf, sk, __sk_common.skc_net.net, ns.inum);
 	if (!netns_wanted(h))
+		return false;
+	if (mark)
+		mark_task_flow(h);
+	if (!task_wanted(h))
 		return false;
 	h->sock_cookie = sock_cookie(sk, btf, trusted);
 	return true;

@@ -15,7 +15,7 @@
 // error, not a panic (`expect` states an invariant that holds whatever the input).
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-pub use tenge_analysis::{analysis, export, flow, replay, synth};
+pub use tenge_analysis::{analysis, export, flow, replay, synth, task};
 pub use tenge_events::{abi, event, hooks, os, plan, trace_file};
 pub use tenge_lab::lab;
 pub use tenge_probe::{collector, probe};

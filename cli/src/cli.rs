@@ -97,6 +97,24 @@ pub struct FilterArgs {
     pub ring_mib: u32,
     #[command(flatten)]
     pub journeys: JourneyArgs,
+    #[command(flatten)]
+    pub task: TaskFilterArgs,
+}
+
+/// Only the flows of some processes, applied in the kernel: a socket counts
+/// from the first write or read by a matching task (its handshake is not kept).
+#[derive(Args, Debug, Clone)]
+pub struct TaskFilterArgs {
+    /// Only sockets written or read by this process (its PID as the host sees it).
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Only sockets written or read by tasks of this command name (as in /proc/PID/comm).
+    #[arg(long, value_name = "NAME")]
+    pub comm: Option<String>,
+    /// Only sockets written or read by tasks in this cgroup v2 (or below it),
+    /// e.g. /system.slice/nginx.service.
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<String>,
 }
 
 #[derive(Args, Debug, Clone, Copy)]

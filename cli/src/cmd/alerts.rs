@@ -1,12 +1,16 @@
 //! Printing alerts as they happen (watch, lab).
 
 use tenge_trace::analysis::window::Alert;
+use tenge_trace::os::CgroupNames;
+use tenge_trace::task::container_id;
 use tenge_trace::trace_file::TraceMeta;
 
 pub struct AlertPrinter {
     json: bool,
     boot_offset_ns: i64,
     pub count: u64,
+    /// Cgroup paths, looked up as alerts name new ones.
+    cgroups: CgroupNames,
 }
 
 impl AlertPrinter {
@@ -15,13 +19,19 @@ impl AlertPrinter {
             json,
             boot_offset_ns: TraceMeta::for_this_host().boot_offset_ns,
             count: 0,
+            cgroups: CgroupNames::default(),
         }
     }
 
     pub fn print(&mut self, alert: &Alert) {
         self.count += u64::from(!alert.cleared);
+        let mut alert = alert.clone();
+        if let Some(task) = &mut alert.process {
+            task.cgroup = self.cgroups.name(task.cgroup_id).map(String::from);
+            task.container_id = task.cgroup.as_deref().and_then(container_id);
+        }
         if self.json {
-            let mut value = serde_json::to_value(alert).expect("alerts serialize");
+            let mut value = serde_json::to_value(&alert).expect("alerts serialize");
             value["type"] = if alert.cleared { "cleared" } else { "alert" }.into();
             println!("{value}");
         } else {
@@ -34,8 +44,17 @@ impl AlertPrinter {
                 day_ns / 1_000_000 % 1000,
             );
             let kind = serde_json::to_value(alert.kind).expect("kinds serialize");
+            let process = alert.process.as_ref().map_or(String::new(), |t| {
+                format!(
+                    " {}{}",
+                    t.label(),
+                    t.cgroup
+                        .as_ref()
+                        .map_or(String::new(), |c| format!(" in {c}"))
+                )
+            });
             let line = format!(
-                "{:<7} {:<14} {} (cookie {}): {}",
+                "{:<7} {:<14} {} (cookie {}{process}): {}",
                 if alert.cleared { "CLEARED" } else { "ALERT" },
                 kind.as_str().unwrap_or("?"),
                 alert.flow,

@@ -14,9 +14,9 @@ use tenge_trace::export::table::{bps, bytes, render_report};
 use tenge_trace::lab::ss::{self, SsSocket};
 use tenge_trace::lab::traced::run_traced_with;
 use tenge_trace::lab::{Lab, LabConfig, Reader, Scenario, TransferReport};
-use tenge_trace::os::kernel_release;
+use tenge_trace::os::{self, kernel_release};
 use tenge_trace::probe::{Filters, ProbePlan, TracerOptions};
-use tenge_trace::trace_file::{TraceMeta, TraceWriter};
+use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
 
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     if args.list {
@@ -87,21 +87,27 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         }
         Err(err) => return Err(err),
     };
-    if let (Some(writer), Some(path)) = (writer.into_inner(), &args.output) {
-        let end_reason = match flags.interrupted() {
-            true => "interrupted",
-            false => "transfer done",
-        };
-        writer.finish(&run.stats.trace_summary(end_reason))?;
-        eprintln!("tenge-trace lab: trace written to {}", path.display());
-    }
-    let report = analysis.finish(Provenance {
+    let mut report = analysis.finish(Provenance {
         kernel_release: kernel_release(),
         sample_every: args.sample,
         lost: run.stats.lost_by_name(),
         hits_not_run: None,
         damage: None,
     });
+    // The transfer's cgroups are this process's: still there to be named.
+    let cgroups = os::cgroup_paths(&report.cgroup_ids());
+    report.resolve_cgroups(&cgroups);
+    if let (Some(writer), Some(path)) = (writer.into_inner(), &args.output) {
+        let end_reason = match flags.interrupted() {
+            true => "interrupted",
+            false => "transfer done",
+        };
+        writer.finish(&TraceSummary {
+            cgroups,
+            ..run.stats.trace_summary(end_reason)
+        })?;
+        eprintln!("tenge-trace lab: trace written to {}", path.display());
+    }
     let sockets = sockets
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

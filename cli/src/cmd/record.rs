@@ -59,6 +59,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             .into_iter()
             .collect(),
         process_names: recording.take_process_names(),
+        cgroups: recording.cgroup_paths(),
         hook_hits,
         ..stats.trace_summary(end_reason)
     };

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tenge_trace::collector::CollectStats;
-use tenge_trace::probe::{Filters, ProbePlan, Tracer, TracerOptions};
+use tenge_trace::probe::{Filters, ProbePlan, TaskFilter, Tracer, TracerOptions};
 
 /// How a session is told to stop: `stop` by anything (duration, command exit,
 /// a signal), `signalled` only by SIGINT/SIGTERM. The first signal stops the
@@ -95,6 +95,11 @@ pub fn filters(args: &FilterArgs) -> anyhow::Result<Filters> {
     anyhow::ensure!(args.sample >= 1, "--sample must be at least 1");
     Ok(Filters {
         sample_every: args.sample,
+        task: TaskFilter {
+            pid: args.task.pid,
+            comm: args.task.comm.clone(),
+            cgroup: args.task.cgroup.clone(),
+        },
         ..flow_filters(&args.flow)?
     })
 }
@@ -112,6 +117,7 @@ pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
         addr: args.addr,
         netns,
         sample_every: 1,
+        task: TaskFilter::default(),
     })
 }
 

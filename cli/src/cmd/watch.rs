@@ -21,7 +21,7 @@ use tenge_trace::export::metrics_server::{Access, MetricsServer};
 use tenge_trace::export::prometheus::Snapshot;
 use tenge_trace::export::table::render_report;
 use tenge_trace::export::web_config;
-use tenge_trace::os::{clock_ns, kernel_release};
+use tenge_trace::os::{self, clock_ns, kernel_release};
 
 /// Exit status when `--exit-on-alert` fired.
 const EXIT_ALERT: u8 = 3;
@@ -33,6 +33,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     // Watches run for hours: closed and idle sockets are retired.
     cfg.retire = super::report::retire_config(&args.retire, true)?;
     let analysis = RefCell::new(Analysis::new(cfg));
+    let cgroups = RefCell::new(os::CgroupNames::default());
     let metrics = args
         .prometheus
         .map(|addr| {
@@ -83,13 +84,16 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             let analysis = analysis.borrow();
             progress.tick(stats, analysis.flows().len());
             if let Some((server, plan)) = &metrics {
-                server.publish(Snapshot::of(
+                let mut snapshot = Snapshot::of(
                     &analysis,
                     args.prometheus_flows,
                     stats.events,
                     stats.lost_by_name(),
                     plan,
-                ));
+                );
+                let mut cgroups = cgroups.borrow_mut();
+                snapshot.name_cgroups(|id| cgroups.name(id).map(String::from));
+                server.publish(snapshot);
             }
         },
     );
@@ -98,13 +102,14 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     drop(tracer);
     drop(metrics);
     let lost = stats.lost_by_name();
-    let report = analysis.into_inner().finish(Provenance {
+    let mut report = analysis.into_inner().finish(Provenance {
         kernel_release: kernel_release(),
         sample_every: args.filters.sample,
         lost,
         hits_not_run: None,
         damage: None,
     });
+    report.resolve_cgroups(&os::cgroup_paths(&report.cgroup_ids()));
     if args.json {
         println!(
             "{}",

@@ -10,6 +10,7 @@ pub mod export;
 pub mod flow;
 pub mod replay;
 pub mod synth;
+pub mod task;
 
 // The events crate's modules under the names the analyses use.
 pub(crate) use tenge_events::{abi, event, plan, trace_file};

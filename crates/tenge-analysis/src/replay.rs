@@ -31,13 +31,15 @@ pub fn report(reader: &mut TraceReader, cfg: AnalysisConfig) -> Result<Report, T
         })?
         .clone();
     let meta = reader.meta();
-    Ok(analysis.finish(Provenance {
+    let mut report = analysis.finish(Provenance {
         kernel_release: meta.kernel_release.clone(),
         sample_every: meta.sample_every,
         hits_not_run: summary.hits_not_run(),
         lost: summary.lost,
         damage: reader.damage().cloned(),
-    }))
+    });
+    report.resolve_cgroups(&summary.cgroups);
+    Ok(report)
 }
 
 /// Each event as `dump` prints it, one line (JSON or text) each, to `line`

@@ -9,7 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 
 pub use crate::abi::{
     tt_app_read, tt_copy_datagram, tt_cpu_sample, tt_data_ready, tt_hdr, tt_kfree_skb,
-    tt_napi_poll, tt_pkt, tt_retransmit, tt_sendmsg, tt_state, tt_tcp_rcv, tt_window_adv,
+    tt_napi_poll, tt_pkt, tt_retransmit, tt_sendmsg, tt_sock_task, tt_state, tt_task_role,
+    tt_tcp_rcv, tt_window_adv,
 };
 
 /// The body of an event, by kind. Device-layer kinds share [`tt_pkt`].
@@ -30,6 +31,7 @@ pub enum Body {
     Retransmit(tt_retransmit),
     KfreeSkb(tt_kfree_skb),
     CpuSample(tt_cpu_sample),
+    SockTask(tt_sock_task),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -226,6 +228,7 @@ kinds! {
     TT_KIND_RETRANSMIT => Retransmit(tt_retransmit, tt_ev_retransmit), "retransmit";
     TT_KIND_KFREE_SKB => KfreeSkb(tt_kfree_skb, tt_ev_kfree_skb), "kfree_skb";
     TT_KIND_CPU_SAMPLE => CpuSample(tt_cpu_sample, tt_ev_cpu_sample), "cpu_sample";
+    TT_KIND_SOCK_TASK => SockTask(tt_sock_task, tt_ev_sock_task), "sock_task";
 }
 
 impl Body {
@@ -247,6 +250,7 @@ impl Body {
             Body::Retransmit(_) => tt_kind::TT_KIND_RETRANSMIT,
             Body::KfreeSkb(_) => tt_kind::TT_KIND_KFREE_SKB,
             Body::CpuSample(_) => tt_kind::TT_KIND_CPU_SAMPLE,
+            Body::SockTask(_) => tt_kind::TT_KIND_SOCK_TASK,
         }) as u8
     }
 }
@@ -387,7 +391,7 @@ fn sampled_segment(seq: u32, len: u32, ack: u32, flags: u8, every: u32) -> bool 
 impl Event {
     /// Whether the kernel, sampling 1 in `every`, keeps this event: by the
     /// bytes each kind is keyed on in `bpf/tenge.bpf.c`. Lifecycle events
-    /// (state, retransmit, kfree_skb) and CPU samples are never sampled out;
+    /// (state, retransmit, kfree_skb), socket tasks and CPU samples are never sampled out;
     /// napi_poll, which has no bytes, is kept 1 in `every` by a per-CPU
     /// count no event shows, so this says true for it.
     pub fn sampled(&self, every: u32) -> bool {
@@ -420,7 +424,8 @@ impl Event {
             | Body::Retransmit(_)
             | Body::KfreeSkb(_)
             | Body::NapiPoll(_)
-            | Body::CpuSample(_) => true,
+            | Body::CpuSample(_)
+            | Body::SockTask(_) => true,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! What the recording side asks of the OS: clocks, the kernel's name, a
-//! thread's CPU time, file status flags.
+//! thread's CPU time, file status flags, cgroup paths.
 
 use std::fs::File;
 use std::io;
@@ -63,4 +63,80 @@ pub fn set_fd_flags(file: &File, set: libc::c_int, clear: libc::c_int) -> io::Re
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Where cgroup v2 is mounted: the unified hierarchy, or its hybrid mount.
+const CGROUP2_ROOTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+
+/// Where the cgroup v2 hierarchy (the one `bpf_get_current_cgroup_id()`
+/// names) is mounted, if it is.
+pub fn cgroup2_root() -> Option<std::path::PathBuf> {
+    CGROUP2_ROOTS
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.join("cgroup.controllers").exists())
+}
+
+/// The paths of the cgroups `ids` (cgroup v2 ids: their directories'
+/// inode numbers), relative to the cgroup root (`/` is the root itself).
+/// Cgroups gone since, or under no cgroup v2 mount, are left out.
+pub fn cgroup_paths(
+    ids: &std::collections::BTreeSet<u64>,
+) -> std::collections::BTreeMap<u64, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = std::collections::BTreeMap::new();
+    let Some(root) = cgroup2_root() else {
+        return found;
+    };
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        if found.len() == ids.len() {
+            break;
+        }
+        let Ok(meta) = std::fs::metadata(&dir) else {
+            continue;
+        };
+        if ids.contains(&meta.ino()) {
+            let path = dir.strip_prefix(&root).unwrap_or(&dir);
+            found.insert(meta.ino(), format!("/{}", path.display()));
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        dirs.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path()),
+        );
+    }
+    found
+}
+
+/// Cgroup paths by id, each looked up once, when first asked for (while
+/// the cgroup exists: a container's goes with it).
+#[derive(Default)]
+pub struct CgroupNames {
+    known: std::collections::BTreeMap<u64, Option<String>>,
+}
+
+impl CgroupNames {
+    pub fn name(&mut self, id: u64) -> Option<&str> {
+        self.known
+            .entry(id)
+            .or_insert_with(|| {
+                cgroup_paths(&std::collections::BTreeSet::from([id]))
+                    .pop_first()
+                    .map(|(_, path)| path)
+            })
+            .as_deref()
+    }
+
+    /// Every path found so far, by id.
+    pub fn paths(&self) -> std::collections::BTreeMap<u64, String> {
+        self.known
+            .iter()
+            .filter_map(|(&id, path)| Some((id, path.clone()?)))
+            .collect()
+    }
 }

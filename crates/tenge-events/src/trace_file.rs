@@ -219,6 +219,10 @@ pub struct TraceSummary {
     /// never gave a program, which `lost` cannot include.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_hits: Option<Vec<HookHits>>,
+    /// The paths (under the cgroup v2 root) of the cgroups `sock_task`
+    /// events name, by id, resolved on the recording host at the end.
+    #[serde(default)]
+    pub cgroups: BTreeMap<u64, String>,
 }
 
 /// Where a damaged file stopped being readable, and what came before it.
@@ -254,7 +258,8 @@ pub enum TraceError {
     #[error("{path}: format version {found} is not supported (this build reads {FORMAT_VERSION})")]
     Version { path: PathBuf, found: u32 },
     #[error(
-        "{path}: event ABI version {found} differs from this build's {}",
+        "{path}: event ABI version {found}: this build reads {} to {}",
+        crate::abi::TT_ABI_READABLE,
         crate::abi::TT_ABI_VERSION
     )]
     Abi { path: PathBuf, found: u32 },
@@ -566,7 +571,8 @@ impl TraceReader {
         reader.read_payload(&mut json, len, sum, "header")?;
         reader.meta =
             serde_json::from_slice(&json).map_err(|e| reader.corrupt(format!("header: {e}")))?;
-        if reader.meta.abi_version != crate::abi::TT_ABI_VERSION {
+        let readable = crate::abi::TT_ABI_READABLE..=crate::abi::TT_ABI_VERSION;
+        if !readable.contains(&reader.meta.abi_version) {
             return Err(TraceError::Abi {
                 path: path.to_path_buf(),
                 found: reader.meta.abi_version,

@@ -91,6 +91,33 @@ pub struct Report {
     pub retirement: Option<RetirementReport>,
 }
 
+impl Report {
+    /// The cgroups of the tasks the report names.
+    pub fn cgroup_ids(&self) -> std::collections::BTreeSet<u64> {
+        self.tasks().map(|t| t.cgroup_id).collect()
+    }
+
+    /// Names the tasks' cgroups by `paths` (id → path), for rows and alerts.
+    pub fn resolve_cgroups(&mut self, paths: &BTreeMap<u64, String>) {
+        for flow in &mut self.flows {
+            flow.tasks.resolve(paths);
+            for task in flow.alerts.iter_mut().filter_map(|a| a.process.as_mut()) {
+                task.resolve(paths);
+            }
+        }
+    }
+
+    fn tasks(&self) -> impl Iterator<Item = &crate::task::Task> {
+        self.flows.iter().flat_map(|f| {
+            let alerts = f.alerts.iter().filter_map(|a| a.process.as_ref());
+            [&f.tasks.writer, &f.tasks.reader]
+                .into_iter()
+                .flatten()
+                .chain(alerts)
+        })
+    }
+}
+
 impl Analysis {
     pub fn new(cfg: AnalysisConfig) -> Analysis {
         Analysis {

@@ -24,8 +24,22 @@ fn body_value(body: &Body) -> Value {
         Body::Retransmit(b) => serde_json::to_value(b),
         Body::KfreeSkb(b) => serde_json::to_value(b),
         Body::CpuSample(b) => serde_json::to_value(b),
+        Body::SockTask(b) => serde_json::to_value(b).map(|mut v| {
+            v["comm"] = comm_text(&b.comm).into();
+            v
+        }),
     };
     value.expect("ABI bodies serialize")
+}
+
+/// A task's command name as the kernel keeps it: up to 16 bytes, NUL-ended.
+pub fn comm_text(comm: &[std::ffi::c_char; 16]) -> String {
+    let bytes: Vec<u8> = comm
+        .iter()
+        .map(|&c| c as u8)
+        .take_while(|&b| b != 0)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// The hook of an event whose kind several hooks emit.

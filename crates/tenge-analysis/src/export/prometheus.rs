@@ -49,6 +49,7 @@ use crate::analysis::paths::StageLatency;
 use crate::analysis::window::{ActiveAlerts, AlertKind, LimitFractions, LimitTimes, LiveWindow};
 use crate::analysis::Analysis;
 use crate::plan::ProbePlan;
+use crate::task::Task;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{text, DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -166,6 +167,11 @@ pub struct FlowSeries {
     pub src: String,
     pub dst: String,
     pub cookie: String,
+    /// The process (`comm`) the socket belongs to, "" when not known.
+    pub comm: String,
+    /// Its cgroup's id, and path once named ([`Snapshot::name_cgroups`]).
+    pub cgroup_id: u64,
+    pub cgroup: String,
     pub figures: FlowFigures,
 }
 
@@ -187,6 +193,13 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Names the flows' cgroups (`name` looks an id up, None when unknown).
+    pub fn name_cgroups(&mut self, mut name: impl FnMut(u64) -> Option<String>) {
+        for flow in self.flows.iter_mut().filter(|f| f.cgroup_id != 0) {
+            flow.cgroup = name(flow.cgroup_id).unwrap_or_default();
+        }
+    }
+
     /// The analyses' figures so far; `events` and `events_lost` come from the collector.
     pub fn of(
         analysis: &Analysis,
@@ -200,6 +213,7 @@ impl Snapshot {
             .live_flows()
             .map(|w| (w.sock_cookie, w))
             .collect();
+        let owners: HashMap<u64, &Task> = analysis.window().owners().collect();
         let mut snapshot = Snapshot {
             tracked_flows: analysis.flows().len(),
             stages: analysis.paths().stage_latencies(&LATENCY_BOUNDS_NS),
@@ -224,10 +238,14 @@ impl Snapshot {
             }
             open += 1;
             if open <= top_flows {
+                let owner = owners.get(&flow.sock_cookie);
                 snapshot.flows.push(FlowSeries {
                     src: flow.src.clone(),
                     dst: flow.dst.clone(),
                     cookie: flow.sock_cookie.to_string(),
+                    comm: owner.map_or(String::new(), |t| t.comm.clone()),
+                    cgroup_id: owner.map_or(0, |t| t.cgroup_id),
+                    cgroup: String::new(),
                     figures,
                 });
             } else {
@@ -252,13 +270,25 @@ impl Snapshot {
     fn per_flow(&self) -> impl Iterator<Item = (Labels<'_>, &FlowFigures)> + '_ {
         let top = self.flows.iter().map(|f| {
             (
-                vec![("src", &*f.src), ("dst", &*f.dst), ("cookie", &*f.cookie)],
+                vec![
+                    ("src", &*f.src),
+                    ("dst", &*f.dst),
+                    ("cookie", &*f.cookie),
+                    ("comm", &*f.comm),
+                    ("cgroup", &*f.cgroup),
+                ],
                 &f.figures,
             )
         });
         let other = self.other.iter().map(|figures| {
             (
-                vec![("src", "other"), ("dst", "other"), ("cookie", "other")],
+                vec![
+                    ("src", "other"),
+                    ("dst", "other"),
+                    ("cookie", "other"),
+                    ("comm", "other"),
+                    ("cgroup", "other"),
+                ],
                 figures,
             )
         });

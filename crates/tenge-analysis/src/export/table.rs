@@ -114,6 +114,7 @@ fn render_windows_and_limits(out: &mut String, report: &Report, width: Option<us
     let header = [
         "cookie",
         "local -> remote",
+        "process",
         "sent",
         "received",
         "MSS snd/rcv/adv",
@@ -144,6 +145,7 @@ fn render_windows_and_limits(out: &mut String, report: &Report, width: Option<us
         rows.push(vec![
             flow.sock_cookie.to_string(),
             format!("{} -> {}", flow.src, flow.dst),
+            flow.tasks.owner().map_or("-".into(), |t| t.label()),
             bytes(sent),
             bytes(received),
             mss,
@@ -158,7 +160,7 @@ fn render_windows_and_limits(out: &mut String, report: &Report, width: Option<us
             pct(flow.limits.unlimited),
         ]);
     }
-    out.push_str(&aligned(&rows, 2, width));
+    out.push_str(&aligned(&rows, 3, width));
     if let Some(r) = &report.retirement {
         let idle = r.idle_timeout_ns.map_or(String::new(), |ns| {
             format!(" or silent for {:.0} s", ns as f64 / 1e9)
@@ -202,6 +204,23 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
         "{} -> {} (cookie {})",
         flow.src, flow.dst, flow.sock_cookie
     );
+    for (role, task) in [
+        ("writer", &flow.tasks.writer),
+        ("reader", &flow.tasks.reader),
+    ] {
+        if let Some(t) = task {
+            let _ = writeln!(
+                out,
+                "  {role}: {} (thread {}), cgroup {}{}",
+                t.label(),
+                t.pid,
+                t.cgroup.as_deref().unwrap_or("?"),
+                t.container_id
+                    .as_ref()
+                    .map_or(String::new(), |id| format!(", container {id:.12}"))
+            );
+        }
+    }
     if let Some(c) = &flow.window.chain {
         let _ = writeln!(
             out,

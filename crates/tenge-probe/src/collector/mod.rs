@@ -234,6 +234,8 @@ pub struct Recording {
     sockets: SocketCount,
     stack_ids: BTreeSet<i32>,
     process_names: BTreeMap<u32, String>,
+    /// The cgroups of sock_task events.
+    cgroups: crate::os::CgroupNames,
 }
 
 impl Recording {
@@ -243,6 +245,7 @@ impl Recording {
             sockets: SocketCount::default(),
             stack_ids: BTreeSet::new(),
             process_names: BTreeMap::new(),
+            cgroups: crate::os::CgroupNames::default(),
         }
     }
 
@@ -254,6 +257,8 @@ impl Recording {
             self.sockets.observe(kind, cookie);
             if kind == tt_kind::TT_KIND_CPU_SAMPLE as u8 {
                 self.cpu_sample(record);
+            } else if kind == tt_kind::TT_KIND_SOCK_TASK as u8 {
+                self.sock_task(record);
             }
         }
         self.writer.write_record(record)
@@ -270,6 +275,20 @@ impl Recording {
                 .entry(s.tgid)
                 .or_insert_with(|| process_name(s.tgid));
         }
+    }
+
+    #[cold]
+    fn sock_task(&mut self, record: &[u8]) {
+        let mut ev = Event::zeroed();
+        if let (Some(_), Body::SockTask(t)) = (Event::decode_first(record, &mut ev), ev.body) {
+            // Named while the cgroup exists; a container's may be gone by the end.
+            self.cgroups.name(t.cgroup_id);
+        }
+    }
+
+    /// The paths of the cgroups the sock_task events named, by id.
+    pub fn cgroup_paths(&self) -> BTreeMap<u64, String> {
+        self.cgroups.paths()
     }
 
     /// Sockets seen so far: the number of flows a replay's flow table holds.

@@ -57,6 +57,29 @@ pub struct Filters {
     /// hop; napi_poll is kept 1 in this many per CPU; state, retransmit and
     /// kfree_skb are always kept.
     pub sample_every: u32,
+    /// Only the flows of these tasks.
+    #[serde(default, skip_serializing_if = "TaskFilter::is_off")]
+    pub task: TaskFilter,
+}
+
+/// The tasks whose flows the kernel keeps: a socket counts once a task that
+/// matches every field given wrote or read it (before that, its events are
+/// not kept: a connection's handshake, for one). `record` and `watch` only.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFilter {
+    /// The process (thread group) id, as in the root PID namespace.
+    pub pid: Option<u32>,
+    /// The task's command name (`comm`, at most 15 bytes).
+    pub comm: Option<String>,
+    /// A cgroup v2 path under its root (e.g. `/system.slice/nginx.service`):
+    /// tasks in it or below it.
+    pub cgroup: Option<String>,
+}
+
+impl TaskFilter {
+    pub fn is_off(&self) -> bool {
+        self == &TaskFilter::default()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,7 +137,7 @@ impl Tracer {
         if !ring_bytes.is_power_of_two() || ring_bytes < 4096 {
             bail!("ring buffer size {ring_bytes} must be a power of two of at least 4096 bytes");
         }
-        let filters = CommonGlobals::of(&options.filters);
+        let filters = CommonGlobals::of(&options.filters)?;
         // Each CPU wakes the reader once it queued its share of a quarter ring.
         let cpus = aya::util::online_cpus().map_or(1, |cpus| cpus.len().max(1)) as u64;
         let wakeup_bytes = (u64::from(ring_bytes / 4) / cpus).max(1);
@@ -245,21 +268,33 @@ struct CommonGlobals {
     addr_set: u8,
     addr: [u8; 16],
     netns: u32,
+    task: u8,
+    tgid: u32,
+    comm: [u64; 2],
+    cgroup: u64,
+    cgroup_level: u32,
     direct_map: direct_map::DirectMap,
 }
 
 impl CommonGlobals {
-    fn of(filters: &Filters) -> CommonGlobals {
+    fn of(filters: &Filters) -> anyhow::Result<CommonGlobals> {
         let (addr_set, addr) = filters
             .addr
             .map_or((0, [0; 16]), |ip| (1, crate::event::abi_addr(ip).1));
-        CommonGlobals {
+        let task = &filters.task;
+        let (cgroup, cgroup_level) = task.cgroup.as_deref().map_or(Ok((0, 0)), cgroup_of)?;
+        Ok(CommonGlobals {
             port: filters.port.unwrap_or(0),
             addr_set,
             addr,
             netns: filters.netns.unwrap_or(0),
+            task: u8::from(!task.is_off()),
+            tgid: task.pid.unwrap_or(0),
+            comm: task.comm.as_deref().map_or(Ok([0; 2]), comm_words)?,
+            cgroup,
+            cgroup_level,
             direct_map: direct_map::DirectMap::of_this_kernel(),
-        }
+        })
     }
 
     fn apply<'a>(&'a self, loader: &mut EbpfLoader<'a>) {
@@ -268,6 +303,11 @@ impl CommonGlobals {
             .override_global("filter_addr", &self.addr, true)
             .override_global("filter_addr_set", &self.addr_set, true)
             .override_global("filter_netns", &self.netns, true)
+            .override_global("filter_task", &self.task, true)
+            .override_global("filter_tgid", &self.tgid, true)
+            .override_global("filter_comm", &self.comm, true)
+            .override_global("filter_cgroup", &self.cgroup, true)
+            .override_global("filter_cgroup_level", &self.cgroup_level, true)
             .override_global(
                 "page_offset_base_at",
                 &self.direct_map.page_offset_base_at,
@@ -275,6 +315,31 @@ impl CommonGlobals {
             )
             .override_global("vmemmap_base_at", &self.direct_map.vmemmap_base_at, true);
     }
+}
+
+/// A command name as `bpf_get_current_comm()` gives it: 16 bytes, NUL-padded.
+fn comm_words(comm: &str) -> anyhow::Result<[u64; 2]> {
+    anyhow::ensure!(
+        !comm.is_empty() && comm.len() < 16 && !comm.contains('\0'),
+        "--comm {comm:?}: a task's command name has 1 to 15 bytes (see /proc/PID/comm)"
+    );
+    let mut bytes = [0u8; 16];
+    bytes[..comm.len()].copy_from_slice(comm.as_bytes());
+    let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    Ok([word(0), word(8)])
+}
+
+/// A cgroup v2 path's id (its directory's inode) and depth below the root.
+fn cgroup_of(path: &str) -> anyhow::Result<(u64, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let root = crate::os::cgroup2_root().context("--cgroup: no cgroup v2 hierarchy is mounted")?;
+    let relative = path.trim_start_matches('/');
+    let dir = root.join(relative);
+    let meta = std::fs::metadata(&dir)
+        .with_context(|| format!("--cgroup {path}: no such cgroup under {}", root.display()))?;
+    anyhow::ensure!(meta.is_dir(), "--cgroup {path}: not a cgroup directory");
+    let level = relative.split('/').filter(|c| !c.is_empty()).count() as u32;
+    Ok((meta.ino(), level))
 }
 
 fn kernel_btf() -> anyhow::Result<Btf> {

@@ -45,7 +45,11 @@ impl StageTracer {
         );
         require_privileges()?;
         let btf = kernel_btf()?;
-        let globals = CommonGlobals::of(filters);
+        anyhow::ensure!(
+            filters.task.is_off(),
+            "stages cannot keep a process's flows: its programs do not see the writes and reads"
+        );
+        let globals = CommonGlobals::of(filters)?;
         let mut loader = EbpfLoader::new();
         globals.apply(loader.btf(Some(&btf)));
         let mut loaded = plan::load_object(&mut loader, STAGES_OBJ)?;

@@ -279,7 +279,7 @@ impl PathAnalyzer {
             | Body::AppRead(_) => false,
             Body::NapiPoll(p) => return self.napi_poll(p.ifindex, p.work, p.budget),
             Body::KfreeSkb(b) => return self.kfree_skb(ev, b.seq, b.len),
-            Body::State(_) | Body::Retransmit(_) | Body::CpuSample(_) => return,
+            Body::State(_) | Body::Retransmit(_) | Body::CpuSample(_) | Body::SockTask(_) => return,
         };
         // Device-layer packets name the flow by addresses ([`socket_key`]):
         // outgoing ones (start_xmit, xmit) from the sender's side, the rest
@@ -338,7 +338,8 @@ impl PathAnalyzer {
             | Body::KfreeSkb(_)
             | Body::State(_)
             | Body::Retransmit(_)
-            | Body::CpuSample(_) => {}
+            | Body::CpuSample(_)
+            | Body::SockTask(_) => {}
         }
     }
 

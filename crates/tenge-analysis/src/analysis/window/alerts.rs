@@ -1,5 +1,6 @@
 //! Live alerts and their hysteresis: one alert per episode.
 
+use crate::task::Task;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -64,6 +65,10 @@ pub struct Alert {
     pub sock_cookie: u64,
     /// "src -> dst" (local end first).
     pub flow: String,
+    /// The process the socket belongs to (its writer, else its reader),
+    /// once the trace has named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<Task>,
     pub kind: AlertKind,
     /// The episode of an earlier alert of this kind and socket ended: the
     /// figure fell below half the threshold, or the socket closed.

@@ -34,6 +34,7 @@ pub use stalls::{StallSide, SwsStall};
 use crate::event::{addr_text, Body, Event};
 use crate::export::table::duration;
 use crate::flow::{place, prefetch_span, FastMap};
+use crate::task::{SocketTasks, Task};
 use alerts::{bps, rate, Episode, RateMarks, Turn};
 use limits::{estimate_hz, ChronoSample, LimitTracker, SenderState};
 use receiver::ReceiverSide;
@@ -211,6 +212,8 @@ struct Flow {
     alerts: Vec<Alert>,
     /// The flow table's number of this socket ([`NO_FLOW`] if pushed without one).
     socket: u32,
+    /// Who writes and reads it, once a sock_task event said (rarely read: boxed).
+    tasks: Option<Box<SocketTasks>>,
 }
 
 impl Flow {
@@ -232,6 +235,7 @@ impl Flow {
             rwnd_share: None,
             alerts: Vec::new(),
             socket: NO_FLOW,
+            tasks: None,
         }
     }
 
@@ -279,6 +283,11 @@ impl Flow {
         }
     }
 
+    /// The process the socket is named by (see [`SocketTasks::owner`]).
+    fn owner(&self) -> Option<Task> {
+        self.tasks.as_ref()?.owner().cloned()
+    }
+
     fn name(&self) -> String {
         match self.ends {
             Some((local, remote)) => format!("{local} -> {remote}"),
@@ -297,6 +306,7 @@ impl Flow {
             ts_ns,
             sock_cookie: self.cookie,
             flow: self.name(),
+            process: self.owner(),
             kind,
             cleared: false,
             message,
@@ -312,6 +322,7 @@ impl Flow {
             ts_ns,
             sock_cookie: self.cookie,
             flow: self.name(),
+            process: self.owner(),
             kind,
             cleared: true,
             message,
@@ -352,6 +363,7 @@ impl Flow {
         let ts = ev.hdr.ts_ns;
         self.last_ns = self.last_ns.max(ts);
         match &ev.body {
+            Body::SockTask(t) => self.tasks.get_or_insert_default().note(t),
             Body::WindowAdv(w) => {
                 if w.mss_cache > 0 {
                     self.tx.mss_cache = w.mss_cache;
@@ -766,6 +778,8 @@ pub struct FlowWindowReport {
     pub limits: LimitsReport,
     pub alerts: Vec<Alert>,
     pub advice: Vec<Advice>,
+    /// The processes that last wrote and read the socket (`writer`, `reader`).
+    pub tasks: SocketTasks,
 }
 
 /// The MSS values of this socket's main direction of data (the one it sends
@@ -951,7 +965,7 @@ impl WindowAnalyzer {
         ev.hdr.sock_cookie != 0
             && matches!(
                 ev.body,
-                Body::WindowAdv(_) | Body::TcpRcv(_) | Body::Sendmsg(_)
+                Body::WindowAdv(_) | Body::TcpRcv(_) | Body::Sendmsg(_) | Body::SockTask(_)
             )
     }
 
@@ -1020,6 +1034,14 @@ impl WindowAnalyzer {
             .iter()
             .filter(|f| !f.is_vacant())
             .map(move |f| f.live(hz))
+    }
+
+    /// The process each socket is named by, where the trace named one.
+    pub fn owners(&self) -> impl Iterator<Item = (u64, &Task)> + '_ {
+        self.flows
+            .iter()
+            .filter(|f| !f.is_vacant())
+            .filter_map(|f| Some((f.cookie, f.tasks.as_ref()?.owner()?)))
     }
 
     /// Flow slots in use or free: the analyses' memory.
@@ -1292,6 +1314,7 @@ impl WindowAnalyzer {
             limits,
             alerts: std::mem::take(&mut flow.alerts),
             advice,
+            tasks: flow.tasks.take().map_or_else(SocketTasks::default, |t| *t),
         }
     }
 }
