@@ -343,6 +343,11 @@ pub struct FlamegraphArgs {
     /// path, so each is easier to read alone.
     #[arg(long, value_name = "tx|rx", conflicts_with = "cpu")]
     pub direction: Option<Direction>,
+    /// Weight path stacks by time in ns (also in --folded output), instead
+    /// of giving each direction half the width (parts per million of its
+    /// time), where seconds of waiting to send leave the receive path a sliver.
+    #[arg(long, conflicts_with = "cpu")]
+    pub absolute: bool,
 }
 
 #[derive(Args, Debug)]

@@ -127,7 +127,7 @@ fn commands(bytes: &[u8], turn: u64) -> Outcome {
     std::hint::black_box(printed);
     if turn % 4 < 2 {
         if let Ok(folded) = replay::path_stacks(&mut open(false).unwrap(), None) {
-            let _ = render_paths_svg(&folded, "paths", std::io::sink());
+            let _ = render_paths_svg(&folded, "paths", "ns", std::io::sink());
         }
     } else if let Ok(folded) = replay::cpu_stacks(&mut open(false).unwrap()) {
         let _ = render_svg(&folded, "cpu", std::io::sink());

@@ -4,7 +4,7 @@ use super::output::OutputFile;
 use crate::cli::{Direction, FlamegraphArgs};
 use std::io::Write;
 use std::process::ExitCode;
-use tenge_trace::export::flamegraph::{render_paths_svg, render_svg};
+use tenge_trace::export::flamegraph::{per_direction_shares, render_paths_svg, render_svg};
 use tenge_trace::replay;
 
 pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
@@ -30,7 +30,17 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
             };
             folded.retain(|line| line.starts_with(prefix));
         }
-        (folded, "Path costs: direction;path;stage, weighted by time")
+        match args.absolute {
+            true => (
+                folded,
+                "Path costs: direction;path;stage, weighted by time (ns)",
+            ),
+            false => (
+                per_direction_shares(&folded),
+                "Path costs: direction;path;stage, each direction half the width \
+                 (parts per million of its time; --absolute: ns)",
+            ),
+        }
     };
     args.input.warn_damage(&reader);
     anyhow::ensure!(
@@ -50,7 +60,8 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
     } else if args.cpu {
         render_svg(&folded, title, &mut out)?;
     } else {
-        render_paths_svg(&folded, title, &mut out)?;
+        let unit = if args.absolute { "ns" } else { "ppm" };
+        render_paths_svg(&folded, title, unit, &mut out)?;
     }
     out.commit()?;
     eprintln!(

@@ -31,6 +31,31 @@ pub fn folded_paths(report: &PathReport, flow: Option<u64>) -> Vec<String> {
     fold(stacks)
 }
 
+/// The same stacks with each direction's weights scaled to a million (parts
+/// per million of that direction's time): TX and RX each take half the
+/// width, where seconds of waiting to send would otherwise leave the
+/// receive path's microseconds a sliver. A stack keeps at least 1.
+pub fn per_direction_shares(folded: &[String]) -> Vec<String> {
+    let parse = |line: &String| {
+        let (stack, weight) = line.rsplit_once(' ')?;
+        Some((stack.to_string(), weight.parse::<u64>().ok()?))
+    };
+    let stacks: Vec<(String, u64)> = folded.iter().filter_map(parse).collect();
+    let direction = |stack: &str| stack.split(';').next().unwrap_or("").to_string();
+    let mut totals: BTreeMap<String, u128> = BTreeMap::new();
+    for (stack, weight) in &stacks {
+        *totals.entry(direction(stack)).or_default() += u128::from(*weight);
+    }
+    stacks
+        .iter()
+        .map(|(stack, weight)| {
+            let total = totals[&direction(stack)].max(1);
+            let ppm = (u128::from(*weight) * 1_000_000 / total).max(1);
+            format!("{stack} {ppm}")
+        })
+        .collect()
+}
+
 /// Folded stacks of CPU samples. Frames go root first, leaf last (reverse a
 /// `bpf_get_stackid` trace, which starts at the leaf). Equal stacks are
 /// added up; `;` and whitespace in frame names become `:` and `_`, as they
@@ -69,13 +94,18 @@ pub fn render_svg(folded: &[String], title: &str, out: impl Write) -> anyhow::Re
     render(folded, title, "samples", false, out)
 }
 
-/// Renders [`folded_paths`] as an SVG flamegraph; widths are in ns. Every
-/// frame is drawn: a qdisc stage of a few hundred ns beside seconds of
-/// waiting to send is under the tenth of a pixel below which inferno drops a
-/// frame, and a path flamegraph has only a few dozen, each worth finding
-/// with the SVG's search.
-pub fn render_paths_svg(folded: &[String], title: &str, out: impl Write) -> anyhow::Result<()> {
-    render(folded, title, "ns", true, out)
+/// Renders [`folded_paths`] as an SVG flamegraph, widths in `unit` (ns, or
+/// ppm after [`per_direction_shares`]). Every frame is drawn: a qdisc
+/// stage of a few hundred ns beside seconds of waiting to send is under the
+/// tenth of a pixel below which inferno drops a frame, and a path
+/// flamegraph has only a few dozen, each worth finding with the SVG's search.
+pub fn render_paths_svg(
+    folded: &[String],
+    title: &str,
+    unit: &str,
+    out: impl Write,
+) -> anyhow::Result<()> {
+    render(folded, title, unit, true, out)
 }
 
 fn render(

@@ -6,7 +6,8 @@
 //! latest snapshot on each scrape (prometheus-client, through a registry
 //! [`Collector`]). The per-event path takes no lock.
 //!
-//! Cardinality is bounded: per-flow series (labels `src`, `dst`, `cookie`)
+//! Cardinality is bounded: per-flow series (labels `src`, `dst`, `cookie`,
+//! and `comm` and `cgroup` of the socket's process, "" until the trace names it)
 //! exist for the `top_flows` busiest open sockets by bytes sent + received,
 //! and the other open sockets are summed into one series whose labels are all
 //! `"other"`. Closed sockets (last state seen `TCP_CLOSE`) leave the per-flow
@@ -771,9 +772,9 @@ mod tests {
         let text = render(&snapshot);
         for line in [
             "# TYPE tenge_trace_flow_transferred_bytes counter",
-            "tenge_trace_flow_transferred_bytes_total{src=\"198.18.0.1:40012\",dst=\"198.18.0.2:5201\",cookie=\"12\",direction=\"sent\"} 2000",
-            "tenge_trace_flow_transferred_bytes_total{src=\"other\",dst=\"other\",cookie=\"other\",direction=\"sent\"} 500",
-            "tenge_trace_flow_advertised_windows_total{src=\"other\",dst=\"other\",cookie=\"other\"} 2",
+            "tenge_trace_flow_transferred_bytes_total{src=\"198.18.0.1:40012\",dst=\"198.18.0.2:5201\",cookie=\"12\",comm=\"\",cgroup=\"\",direction=\"sent\"} 2000",
+            "tenge_trace_flow_transferred_bytes_total{src=\"other\",dst=\"other\",cookie=\"other\",comm=\"other\",cgroup=\"other\",direction=\"sent\"} 500",
+            "tenge_trace_flow_advertised_windows_total{src=\"other\",dst=\"other\",cookie=\"other\",comm=\"other\",cgroup=\"other\"} 2",
             "tenge_trace_window_limited_seconds_total{cause=\"rwnd\"} 0.0",
             "tenge_trace_flows 4",
             "tenge_trace_events_total 9",

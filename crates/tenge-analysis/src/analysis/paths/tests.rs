@@ -5,7 +5,7 @@ use crate::event::{
     abi_addr, tt_app_read, tt_copy_datagram, tt_data_ready, tt_hdr, tt_kfree_skb, tt_napi_poll,
     tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv,
 };
-use crate::export::flamegraph::{folded_cpu, folded_paths, render_paths_svg};
+use crate::export::flamegraph::{folded_cpu, folded_paths, per_direction_shares, render_paths_svg};
 use std::net::SocketAddr;
 
 const SENDER: &str = "10.0.0.1:40000";
@@ -882,9 +882,21 @@ fn folded_paths_per_stage_and_per_flow() {
     assert_eq!(folded_paths(&report, Some(TX_COOKIE)), tx_lines);
     assert_eq!(folded_paths(&report, Some(RX_COOKIE)), rx_lines);
     assert!(folded_paths(&report, Some(12345)).is_empty());
+    // Each direction a million: RX's 20000 ns and TX's 8000 ns, in parts.
+    let shares = per_direction_shares(&folded_paths(&report, None));
+    assert!(shares.contains(&"rx;single;direct;in_order;socket_queue 775000".to_string()));
+    assert!(shares.contains(&"tx;at_once;tcp 625000".to_string()));
+    for direction in ["rx;", "tx;"] {
+        let sum: u64 = shares
+            .iter()
+            .filter(|l| l.starts_with(direction))
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(sum, 1_000_000, "{direction} {shares:?}");
+    }
 
     let mut svg = Vec::new();
-    render_paths_svg(&folded_paths(&report, None), "stage costs", &mut svg).unwrap();
+    render_paths_svg(&folded_paths(&report, None), "stage costs", "ns", &mut svg).unwrap();
     let svg = String::from_utf8(svg).unwrap();
     assert!(svg.starts_with("<?xml"));
     for name in [
