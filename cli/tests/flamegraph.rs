@@ -183,6 +183,22 @@ fn cpu_flamegraph_of_a_bulk_transfer_shows_tcp_and_copy_frames() {
         "no copy frame in {} stacks",
         stacks.lines().count()
     );
+    // User frames by name (blazesym, from the ELF files mapped into the
+    // lab while it ran): the sender's and receiver's calls into libc.
+    let lab_stacks: Vec<&str> = stacks
+        .lines()
+        .filter(|l| l.starts_with("tenge-trace;"))
+        .collect();
+    let named_user = |f: &&str| f.contains("send") || f.contains("recv");
+    assert!(
+        lab_stacks.iter().any(|l| l
+            .split(';')
+            .take_while(|f| !f.starts_with("entry_SYSCALL"))
+            .any(|f| named_user(&f))),
+        "no named send or recv user frame in {} stacks of the lab: {:?}",
+        lab_stacks.len(),
+        &lab_stacks[..lab_stacks.len().min(5)]
+    );
     let svg = artifact("cpu-flamegraph.svg");
     run(bin()
         .args(["flamegraph", "--cpu"])

@@ -58,6 +58,10 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             .resolve_stacks(&recording.stack_ids())
             .into_iter()
             .collect(),
+        user_stacks: {
+            let (stacks, maps) = recording.user_stacks();
+            tracer.resolve_user_stacks(stacks, maps)
+        },
         process_names: recording.take_process_names(),
         cgroups: recording.cgroup_paths(),
         hook_hits,

@@ -80,27 +80,31 @@ pub fn path_stacks(reader: &mut TraceReader, flow: Option<u64>) -> Result<Vec<St
     Ok(folded_paths(&paths.finish(), flow))
 }
 
-/// CPU samples as folded stacks, root first: process, user part, kernel frames.
+/// CPU samples as folded stacks, root first: process, user frames (`[user]`
+/// when the recording could not name them), kernel frames.
 pub fn cpu_stacks(reader: &mut TraceReader) -> Result<Vec<String>, TraceError> {
-    let mut counts: HashMap<(u32, i32, bool), u64> = HashMap::new();
+    let mut counts: HashMap<(u32, i32, i32), u64> = HashMap::new();
     let summary = reader
         .for_each(|ev| {
             if let Body::CpuSample(s) = ev.body {
                 *counts
-                    .entry((s.tgid, s.kstack_id, s.ustack_id >= 0))
+                    .entry((s.tgid, s.kstack_id, s.ustack_id))
                     .or_default() += 1;
             }
         })?
         .clone();
-    let samples = counts.into_iter().map(|((tgid, kstack, in_user), count)| {
+    let samples = counts.into_iter().map(|((tgid, kstack, ustack), count)| {
         let name = summary
             .process_names
             .get(&tgid)
             .cloned()
             .unwrap_or_else(|| format!("pid {tgid}"));
         let mut frames = vec![name];
-        if in_user {
-            frames.push("[user]".into());
+        match summary.user_stacks.get(&format!("{tgid}:{ustack}")) {
+            // Stacks are stored leaf first.
+            Some(user) => frames.extend(user.iter().rev().cloned()),
+            None if ustack >= 0 => frames.push("[user]".into()),
+            None => {}
         }
         if let Some(kernel) = summary.stacks.get(&kstack) {
             // Stacks are stored leaf first.

@@ -209,8 +209,12 @@ pub struct TraceSummary {
     pub ended_unix_ns: u64,
     /// "duration", "command exited", "interrupted", "error: ..."
     pub end_reason: String,
-    /// Symbolized stacks of `cpu_sample` events, by stack id (leaf first).
+    /// Symbolized kernel stacks of `cpu_sample` events, by stack id (leaf first).
     pub stacks: BTreeMap<i32, Vec<String>>,
+    /// Symbolized user stacks of `cpu_sample` events, by `"TGID:STACK_ID"`
+    /// (leaf first): a user stack's addresses mean something in its process only.
+    #[serde(default)]
+    pub user_stacks: BTreeMap<String, Vec<String>>,
     /// Names of the processes `cpu_sample` events hit, read when first seen.
     #[serde(default)]
     pub process_names: BTreeMap<u32, String>,

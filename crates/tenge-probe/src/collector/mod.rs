@@ -13,6 +13,7 @@ pub use journeys::HOLD_NS;
 
 use crate::abi::{tt_hdr, tt_kind};
 use crate::event::{is_incoming_packet, record_len, Body, Event};
+use crate::probe::symbols::ProcessMaps;
 use crate::probe::Tracer;
 use crate::trace_file::{TraceError, TraceSummary, TraceWriter, FLUSH_EVERY};
 use journeys::InOrder;
@@ -233,6 +234,9 @@ pub struct Recording {
     writer: TraceWriter,
     sockets: SocketCount,
     stack_ids: BTreeSet<i32>,
+    /// User stacks by process, and each process's mappings (read when first seen).
+    user_stacks: BTreeSet<(u32, i32)>,
+    maps: BTreeMap<u32, ProcessMaps>,
     process_names: BTreeMap<u32, String>,
     /// The cgroups of sock_task events.
     cgroups: crate::os::CgroupNames,
@@ -244,6 +248,8 @@ impl Recording {
             writer,
             sockets: SocketCount::default(),
             stack_ids: BTreeSet::new(),
+            user_stacks: BTreeSet::new(),
+            maps: BTreeMap::new(),
             process_names: BTreeMap::new(),
             cgroups: crate::os::CgroupNames::default(),
         }
@@ -268,12 +274,19 @@ impl Recording {
     fn cpu_sample(&mut self, record: &[u8]) {
         let mut ev = Event::zeroed();
         if let (Some(_), Body::CpuSample(s)) = (Event::decode_first(record, &mut ev), ev.body) {
-            self.stack_ids
-                .extend([s.kstack_id, s.ustack_id].into_iter().filter(|&id| id >= 0));
+            if s.kstack_id >= 0 {
+                self.stack_ids.insert(s.kstack_id);
+            }
+            if s.ustack_id >= 0 {
+                self.user_stacks.insert((s.tgid, s.ustack_id));
+            }
             // Read while the process lives; it may be gone by the end.
             self.process_names
                 .entry(s.tgid)
                 .or_insert_with(|| process_name(s.tgid));
+            self.maps
+                .entry(s.tgid)
+                .or_insert_with(|| ProcessMaps::read(s.tgid));
         }
     }
 
@@ -300,9 +313,15 @@ impl Recording {
         self.writer.events()
     }
 
-    /// Stack ids of the CPU samples, for [`Tracer::resolve_stacks`].
+    /// Kernel stack ids of the CPU samples, for [`Tracer::resolve_stacks`].
     pub fn stack_ids(&self) -> Vec<i32> {
         self.stack_ids.iter().copied().collect()
+    }
+
+    /// The user stacks of the CPU samples by process, and the processes'
+    /// mappings, for [`Tracer::resolve_user_stacks`].
+    pub fn user_stacks(&self) -> (&BTreeSet<(u32, i32)>, &BTreeMap<u32, ProcessMaps>) {
+        (&self.user_stacks, &self.maps)
     }
 
     /// Names of the processes the CPU samples hit, by tgid.
@@ -419,9 +438,9 @@ mod tests {
         }
         // Cut short: written, not counted.
         recording.record(&records[0][..40]).unwrap();
-        // 15 kinds less the 3 of incoming packets (rx_entry, netif_receive,
-        // kfree_skb) carry a cookie of their own: 12, and cookie 7.
-        assert_eq!(recording.sockets(), 13);
+        // 16 kinds less the 3 of incoming packets (rx_entry, netif_receive,
+        // kfree_skb) carry a cookie of their own: 13, and cookie 7.
+        assert_eq!(recording.sockets(), 14);
         assert_eq!(recording.sockets(), flows.len());
         assert_eq!(recording.events(), records.len() as u64 + 1);
         recording.finish(&TraceSummary::default()).unwrap();
@@ -451,7 +470,11 @@ mod tests {
             Event::new(tt_hdr::default(), Body::CpuSample(sample)).encode(&mut record);
             recording.record(&record).unwrap();
         }
-        assert_eq!(recording.stack_ids(), [5, 9]);
+        // Kernel stacks by id; user stacks by process, whose mappings were read.
+        assert_eq!(recording.stack_ids(), [5]);
+        let (user, maps) = recording.user_stacks();
+        assert_eq!(user, &BTreeSet::from([(me, 9)]));
+        assert!(!maps[&me].is_empty());
         let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
         assert_eq!(
             recording.take_process_names(),

@@ -16,6 +16,7 @@ mod reference;
 mod ring;
 mod stages;
 mod stats;
+pub mod symbols;
 mod tracefs;
 
 pub use check::{check, Capabilities, CheckReport, HookCheck};
@@ -35,10 +36,9 @@ use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, S
 use aya::programs::PerfEvent;
 use aya::{Btf, Ebpf, EbpfLoader};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::OnceLock;
 
 static TENGE_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tenge.bpf.o"));
 
@@ -126,7 +126,6 @@ pub struct Tracer {
     journeys: bool,
     ebpf: Ebpf,
     plan: ProbePlan,
-    kernel_symbols: OnceLock<BTreeMap<u64, String>>,
 }
 
 impl Tracer {
@@ -166,7 +165,6 @@ impl Tracer {
             journeys: !options.per_hook,
             ebpf,
             plan,
-            kernel_symbols: OnceLock::new(),
         })
     }
 
@@ -203,41 +201,40 @@ impl Tracer {
             .collect()
     }
 
-    /// Frames of the given stack ids, leaf first: kernel frames as symbol
-    /// names, user frames as hex addresses. Unknown or negative ids are absent.
+    /// The kernel stacks `ids` of the stack map, leaf first, by name.
     pub fn resolve_stacks(&self, ids: &[i32]) -> HashMap<i32, Vec<String>> {
-        let Some(stacks) = self
-            .ebpf
-            .map("tt_stacks")
-            .and_then(|m| StackTraceMap::try_from(m).ok())
-        else {
-            return HashMap::new();
-        };
-        let symbols = self
-            .kernel_symbols
-            .get_or_init(|| aya::util::kernel_symbols().unwrap_or_default());
+        let symbolizer = blazesym::symbolize::Symbolizer::new();
         ids.iter()
-            .filter_map(|&id| {
-                let trace = stacks.get(&u32::try_from(id).ok()?, 0).ok()?;
-                let frames = trace
-                    .frames()
-                    .iter()
-                    .map(|frame| symbolize(symbols, frame.ip))
-                    .collect();
-                Some((id, frames))
+            .filter_map(|&id| Some((id, symbols::kernel_frames(&symbolizer, &self.stack(id)?))))
+            .collect()
+    }
+
+    /// The user stacks of `stacks` ((process, stack id)), leaf first, by
+    /// name from the mappings `maps` read of each process, keyed
+    /// `"TGID:ID"` as [`TraceSummary::user_stacks`](crate::trace_file::TraceSummary::user_stacks).
+    pub fn resolve_user_stacks(
+        &self,
+        stacks: &BTreeSet<(u32, i32)>,
+        maps: &BTreeMap<u32, symbols::ProcessMaps>,
+    ) -> BTreeMap<String, Vec<String>> {
+        let symbolizer = blazesym::symbolize::Symbolizer::new();
+        let none = symbols::ProcessMaps::default();
+        stacks
+            .iter()
+            .filter_map(|&(tgid, id)| {
+                let maps = maps.get(&tgid).unwrap_or(&none);
+                let frames = symbols::user_frames(&symbolizer, maps, &self.stack(id)?);
+                Some((format!("{tgid}:{id}"), frames))
             })
             .collect()
     }
-}
 
-/// Kernel text lives in the upper half of the address space.
-fn symbolize(symbols: &BTreeMap<u64, String>, ip: u64) -> String {
-    if ip >= 0xffff_8000_0000_0000 {
-        if let Some((_, name)) = symbols.range(..=ip).next_back() {
-            return name.clone();
-        }
+    /// The addresses of stack `id` of the stack map, leaf first.
+    fn stack(&self, id: i32) -> Option<Vec<u64>> {
+        let stacks = StackTraceMap::try_from(self.ebpf.map("tt_stacks")?).ok()?;
+        let trace = stacks.get(&u32::try_from(id).ok()?, 0).ok()?;
+        Some(trace.frames().iter().map(|f| f.ip).collect())
     }
-    format!("{ip:#x}")
 }
 
 fn attach_cpu_profile(ebpf: &mut Ebpf, hz: u64) -> anyhow::Result<()> {
