@@ -708,6 +708,7 @@ fn cap_bit(name: &str) -> u32 {
         "CAP_NET_ADMIN" => 12,
         "CAP_SYS_ADMIN" => 21,
         "CAP_SYS_RESOURCE" => 24,
+        "CAP_SYSLOG" => 34,
         "CAP_PERFMON" => 38,
         "CAP_BPF" => 39,
         other => panic!("{other}: add its number"),
@@ -807,6 +808,27 @@ fn watch_serves_metrics_with_only_the_recipes_capabilities() {
         effective & (1 << cap_bit("CAP_BPF")),
         0,
         "CapEff {effective:x}"
+    );
+
+    // Kernel addresses readable (CAP_SYSLOG): /proc/kallsyms gives the
+    // direct map's bases and kernel frames, not zeros.
+    let first = Command::new("setpriv")
+        .arg(format!(
+            "--bounding-set=-all,{}",
+            caps.iter()
+                .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+                .collect::<Vec<_>>()
+                .join(",")
+        ))
+        .args(["--", "head", "-1", "/proc/kallsyms"])
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        line.split_whitespace()
+            .next()
+            .is_some_and(|a| a.chars().any(|c| c != '0')),
+        "kallsyms addresses hidden under the recipes' capabilities: {line:?}"
     );
 
     // SIGTERM, as the container runtime sends: a clean exit with the summary.

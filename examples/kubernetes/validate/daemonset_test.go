@@ -34,7 +34,7 @@ const manifestPath = "../daemonset.yaml"
 // without CAP_).
 const metricsPort = 9433
 
-var wantCapabilities = []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN", "SYS_ADMIN", "SYS_RESOURCE"}
+var wantCapabilities = []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN", "SYS_ADMIN", "SYSLOG", "SYS_RESOURCE"}
 
 // A mount the pod needs: the host's directory, read only or not, and how
 // the host's later mounts reach it.
@@ -265,10 +265,10 @@ func portProblems(c corev1.Container) []string {
 	return out
 }
 
-// securityProblems: the five capabilities and nothing else, not privileged.
+// securityProblems: the six capabilities and nothing else, not privileged.
 func securityProblems(sc *corev1.SecurityContext) []string {
 	if sc == nil {
-		return []string{"no securityContext: the runtime's default capabilities, not the five"}
+		return []string{"no securityContext: the runtime's default capabilities, not the six"}
 	}
 	var out []string
 	if sc.Privileged == nil || *sc.Privileged {
@@ -386,7 +386,7 @@ func TestMistakesAreCaught(t *testing.T) {
 		{"a bad quantity", "memory: 512Mi", "memory: 512MB", "quantities must match"},
 		{"a misspelt kind", "kind: DaemonSet", "kind: Daemonset", `no kind "Daemonset" is registered`},
 		{"an old API version", "apiVersion: apps/v1", "apiVersion: extensions/v1beta1", "extensions/v1beta1"},
-		{"a capability missing", "SYS_ADMIN, SYS_RESOURCE]", "SYS_ADMIN]", "capabilities add"},
+		{"a capability missing", "SYSLOG, SYS_RESOURCE]", "SYSLOG]", "capabilities add"},
 		{"a capability too many", "SYS_RESOURCE]", "SYS_RESOURCE, SYS_PTRACE]", "capabilities add"},
 		{"CAP_ spelling", "[BPF,", "[CAP_BPF,", "capabilities add"},
 		{"drop nothing", "drop: [ALL]", "drop: []", "capabilities drop"},
