@@ -233,30 +233,15 @@ fn version_names_the_git_revision() {
 
 /// A recording of one connection of 4 segments, every hop of each.
 fn write_connection(path: &Path) -> Vec<tenge_trace::event::Event> {
-    use std::net::{Ipv4Addr, SocketAddrV4};
-    use tenge_trace::synth::{Connection, Ending, Socket};
-    let socket = |last, port, cookie| Socket {
-        addr: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, last), port),
-        cookie,
-    };
+    use tenge_trace::synth::Connection;
     let events = Connection {
-        index: 0,
-        sender: socket(1, 40000, 1000),
-        receiver: socket(2, 5201, 1001),
         cpu: 1,
         mss: 1448,
-        first_seq: 1,
         segments: 4,
         established_ns: 1_000_000,
         first_segment_ns: 1_001_000,
         segment_every_ns: 100_000,
-        send_every: 1,
-        read_every: 1,
-        ack_every: 1,
-        win_raw: 500,
-        unsent_segments: None,
-        unread_last: false,
-        ending: Ending::BothClose,
+        ..Connection::default()
     }
     .events();
     let mut w = TraceWriter::create(path, &TraceMeta::for_this_host()).unwrap();

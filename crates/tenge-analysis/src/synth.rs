@@ -81,6 +81,37 @@ pub struct Connection {
     pub ending: Ending,
 }
 
+/// 10.0.0.1:40000 (cookie 7) sends 200 segments of 1000 B to 10.0.0.2:5201
+/// (cookie 8), one every 10 µs, each written, read and ACKed on its own, on
+/// CPU 0; the receiver advertises 500 << 7; both close.
+impl Default for Connection {
+    fn default() -> Self {
+        let socket = |last, port, cookie| Socket {
+            addr: SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, last), port),
+            cookie,
+        };
+        Connection {
+            index: 0,
+            sender: socket(1, 40000, 7),
+            receiver: socket(2, 5201, 8),
+            cpu: 0,
+            mss: 1000,
+            first_seq: 1,
+            segments: 200,
+            established_ns: 1_000,
+            first_segment_ns: 2_000,
+            segment_every_ns: 10_000,
+            send_every: 1,
+            read_every: 1,
+            ack_every: 1,
+            win_raw: 500,
+            unsent_segments: None,
+            unread_last: false,
+            ending: Ending::BothClose,
+        }
+    }
+}
+
 impl Connection {
     /// Every event of the connection in time order: [`Self::established`],
     /// each [`Self::segment`], then [`Self::close`].

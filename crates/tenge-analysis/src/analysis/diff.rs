@@ -198,35 +198,13 @@ impl Diff {
 mod tests {
     use super::*;
     use crate::analysis::{Analysis, AnalysisConfig, Provenance};
-    use crate::synth::{Connection, Ending, Socket};
-    use std::net::{Ipv4Addr, SocketAddrV4};
+    use crate::synth::Connection;
 
     /// One connection of 200 segments of 1000 B, one every `every_ns`.
     fn report(every_ns: u64) -> Report {
         let c = Connection {
-            index: 0,
-            sender: Socket {
-                addr: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 40000),
-                cookie: 7,
-            },
-            receiver: Socket {
-                addr: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 5201),
-                cookie: 8,
-            },
-            cpu: 0,
-            mss: 1000,
-            first_seq: 1,
-            segments: 200,
-            established_ns: 1_000,
-            first_segment_ns: 2_000,
             segment_every_ns: every_ns,
-            send_every: 1,
-            read_every: 1,
-            ack_every: 1,
-            win_raw: 500,
-            unsent_segments: None,
-            unread_last: false,
-            ending: Ending::BothClose,
+            ..Connection::default()
         };
         let mut analysis = Analysis::new(AnalysisConfig::default());
         for ev in c.events() {
