@@ -1,12 +1,13 @@
 //! Two reports side by side: what changed between a recording before a
 //! tuning step and one after it (SC'03's method: stock TCP, then one change
-//! at a time, each measured). Totals over all sockets, every figure with its
-//! ratio; quantiles with the packets they stand on, so a change on a handful
+//! at a time, each measured). Totals over all sockets and over each
+//! process's (matched by command name), every figure with its ratio; quantiles with the packets they stand on, so a change on a handful
 //! of samples reads as what it is.
 
-use super::window::LimitsReport;
+use super::window::{FlowWindowReport, LimitsReport};
 use super::Report;
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 /// One figure of both recordings.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -46,33 +47,63 @@ impl Figure {
     }
 }
 
-/// A recording's totals, by figure name, in the order they are shown.
+/// A recording's totals, by figure name, in the order they are shown: over
+/// all sockets, then over each process's (`process.COMM.…`), then its paths.
 fn figures(report: &Report) -> Vec<Figure> {
+    let mut out = socket_figures(report, "", |_| true);
+    for comm in processes(report) {
+        let prefix = format!("process.{comm}.");
+        out.extend(socket_figures(report, &prefix, |f| {
+            f.tasks.owner().is_some_and(|t| t.comm == comm)
+        }));
+    }
+    out.extend(path_figures(report));
+    out
+}
+
+/// The processes that own sockets (by command name: pids differ between
+/// the runs a diff compares), in order.
+fn processes(report: &Report) -> BTreeSet<&str> {
+    report
+        .flows
+        .iter()
+        .filter_map(|f| Some(f.tasks.owner()?.comm.as_str()))
+        .collect()
+}
+
+/// Figures of the sockets whose window reports `of` keeps, named `prefix` + figure.
+fn socket_figures(
+    report: &Report,
+    prefix: &str,
+    of: impl Fn(&FlowWindowReport) -> bool,
+) -> Vec<Figure> {
     let mut out: Vec<Figure> = Vec::new();
-    let mut put = |name: String, value: f64| out.push(Figure::new(name, value));
-    let senders: Vec<_> = report.sockets.iter().filter(|s| s.bytes_sent > 0).collect();
+    let mut put = |name: &str, value: f64| out.push(Figure::new(format!("{prefix}{name}"), value));
+    let flows: Vec<&FlowWindowReport> = report.flows.iter().filter(|f| of(f)).collect();
+    let socket = |cookie: u64| report.sockets.iter().find(|s| s.sock_cookie == cookie);
+    let sockets: Vec<_> = flows.iter().filter_map(|f| socket(f.sock_cookie)).collect();
+    let senders: Vec<_> = sockets.iter().filter(|s| s.bytes_sent > 0).collect();
     let bytes: u64 = senders.iter().map(|s| s.bytes_sent).sum();
     let span_ns = senders.iter().map(|s| s.last_ns).max().unwrap_or(0)
         - senders.iter().map(|s| s.first_ns).min().unwrap_or(0);
-    put("bytes_sent".into(), bytes as f64);
+    put("bytes_sent", bytes as f64);
     put(
-        "throughput_bps".into(),
+        "throughput_bps",
         if span_ns > 0 {
             bytes as f64 * 8.0 / (span_ns as f64 / 1e9)
         } else {
             0.0
         },
     );
-    let busy_ns: u64 = report.flows.iter().map(|f| f.limits.busy_ns).sum();
-    put("busy_s".into(), busy_ns as f64 / 1e9);
+    let busy_ns: u64 = flows.iter().map(|f| f.limits.busy_ns).sum();
+    put("busy_s", busy_ns as f64 / 1e9);
     for cause in ["rwnd", "cwnd", "sndbuf", "app", "other"] {
-        let weighted: f64 = report
-            .flows
+        let weighted: f64 = flows
             .iter()
             .map(|f| share(&f.limits, cause) * f.limits.busy_ns as f64)
             .sum();
         put(
-            format!("limit_share.{cause}"),
+            &format!("limit_share.{cause}"),
             if busy_ns > 0 {
                 weighted / busy_ns as f64
             } else {
@@ -82,15 +113,9 @@ fn figures(report: &Report) -> Vec<Figure> {
     }
     // The windows the data's receivers offered (a sender's own, on its data
     // segments, would dilute them).
-    let receive: Vec<_> = report
-        .flows
+    let receive: Vec<_> = flows
         .iter()
-        .filter(|f| {
-            report
-                .sockets
-                .iter()
-                .any(|s| s.sock_cookie == f.sock_cookie && s.bytes_received > 0)
-        })
+        .filter(|f| socket(f.sock_cookie).is_some_and(|s| s.bytes_received > 0))
         .map(|f| &f.window.receive)
         .collect();
     let windows: u64 = receive.iter().map(|r| r.advertised_count).sum();
@@ -98,9 +123,9 @@ fn figures(report: &Report) -> Vec<Figure> {
         .iter()
         .map(|r| r.mean_advertised * r.advertised_count as f64)
         .sum();
-    put("advertised_windows".into(), windows as f64);
+    put("advertised_windows", windows as f64);
     put(
-        "mean_advertised_window".into(),
+        "mean_advertised_window",
         if windows > 0 {
             window_sum / windows as f64
         } else {
@@ -108,22 +133,28 @@ fn figures(report: &Report) -> Vec<Figure> {
         },
     );
     put(
-        "mss_rounded_windows".into(),
+        "mss_rounded_windows",
         receive.iter().map(|r| r.mss_rounded_count).sum::<u64>() as f64,
     );
     put(
-        "mss_rounding_bytes_lost".into(),
+        "mss_rounding_bytes_lost",
         receive
             .iter()
             .map(|r| r.mss_rounding_bytes_lost)
             .sum::<u64>() as f64,
     );
-    let stalls = report.flows.iter().flat_map(|f| &f.window.sws_stalls);
-    put("sws_stalls".into(), stalls.clone().count() as f64);
+    let stalls = flows.iter().flat_map(|f| &f.window.sws_stalls);
+    put("sws_stalls", stalls.clone().count() as f64);
     put(
-        "sws_stall_s".into(),
+        "sws_stall_s",
         stalls.map(|s| s.duration_ns).sum::<u64>() as f64 / 1e9,
     );
+    out
+}
+
+/// Packets and shares per path, and the stage quantiles of the partitions.
+fn path_figures(report: &Report) -> Vec<Figure> {
+    let mut out = Vec::new();
     for p in report
         .path_costs
         .paths
@@ -198,6 +229,7 @@ impl Diff {
 mod tests {
     use super::*;
     use crate::analysis::{Analysis, AnalysisConfig, Provenance};
+    use crate::event::{tt_hdr, tt_sock_task, tt_task_role, Body, Event};
     use crate::synth::Connection;
 
     /// One connection of 200 segments of 1000 B, one every `every_ns`.
@@ -207,6 +239,29 @@ mod tests {
             ..Connection::default()
         };
         let mut analysis = Analysis::new(AnalysisConfig::default());
+        // The sender's socket written by "sender", the receiver's read by "receiver".
+        for (socket, comm, role) in [
+            (c.sender, "sender", tt_task_role::TT_TASK_WRITER),
+            (c.receiver, "receiver", tt_task_role::TT_TASK_READER),
+        ] {
+            let mut task = tt_sock_task {
+                tgid: 100,
+                pid: 100,
+                role: role as u8,
+                ..Default::default()
+            };
+            for (slot, byte) in task.comm.iter_mut().zip(comm.bytes()) {
+                *slot = byte as std::ffi::c_char;
+            }
+            let hdr = tt_hdr {
+                ts_ns: c.established_ns,
+                sock_cookie: socket.cookie,
+                ..Default::default()
+            };
+            analysis
+                .push(&Event::new(hdr, Body::SockTask(task)))
+                .for_each(drop);
+        }
         for ev in c.events() {
             analysis.push(&ev).for_each(drop);
         }
@@ -238,6 +293,18 @@ mod tests {
             quantile.samples.is_some_and(|[b, a]| b > 0 && a > 0),
             "{quantile:?}"
         );
+        // The same for the process that sent, matched by name across the runs.
+        let sender = diff
+            .row("process.sender.throughput_bps")
+            .expect("the sender's");
+        assert!(
+            (sender.ratio.expect("a ratio") - 2.0).abs() < 0.05,
+            "{sender:?}"
+        );
+        let receiver = diff
+            .row("process.receiver.bytes_sent")
+            .expect("the receiver's");
+        assert_eq!((receiver.before, receiver.after), (0.0, 0.0));
         // Every figure once.
         let mut names: Vec<_> = diff.rows.iter().map(|r| &r.figure).collect();
         names.sort();
