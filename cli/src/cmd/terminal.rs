@@ -129,7 +129,8 @@ fn colored(line: &str) -> String {
     } else {
         return line.to_string();
     };
-    format!("\x1b[{code}m{body}\x1b[0m{end}")
+    let indent = &body[..body.len() - trimmed.len()];
+    format!("{indent}\x1b[{code}m{trimmed}\x1b[0m{end}")
 }
 
 /// The text with each non-ASCII character spelled in ASCII ('?' for one
