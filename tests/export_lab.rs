@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, Report};
-use tenge_trace::event::Event;
-use tenge_trace::export::pcapng::{PcapngWriter, Section, WindowScales};
+use tenge_trace::event::{Body, Event};
+use tenge_trace::export::pcapng::{interface_name, PcapngWriter, Section, WindowScales};
 use tenge_trace::export::perfetto::PerfettoWriter;
 use tenge_trace::lab::capture::{self, WireSegment};
 use tenge_trace::lab::traced::run_traced;
@@ -56,15 +56,16 @@ fn traced(cfg: &LabConfig, tag: &str) -> Traced {
     }
 }
 
-/// The recording as `export --format pcapng` writes it, read back by tshark.
-fn exported_segments(events: &[Event], tag: &str) -> Vec<WireSegment> {
+/// The recording as `export --format pcapng` writes it, read back by tshark
+/// through the display filter `filter`.
+fn exported_segments(events: &[Event], every_interface: bool, filter: &str) -> Vec<WireSegment> {
     let mut scales = WindowScales::default();
     events.iter().for_each(|ev| scales.learn(ev));
     let section = Section {
         comment: "test".into(),
         os: "Linux".into(),
         boot_offset_ns: TraceMeta::for_this_host().boot_offset_ns,
-        every_interface: false,
+        every_interface,
     };
     let mut writer = PcapngWriter::new(Vec::new(), scales, &section).unwrap();
     for ev in events {
@@ -72,10 +73,24 @@ fn exported_segments(events: &[Event], tag: &str) -> Vec<WireSegment> {
     }
     let (bytes, summary) = writer.finish().unwrap();
     assert_eq!(summary.handshakes_left_out, 0, "{summary:?}");
-    let dir = common::TempDir::new(&format!("export-{tag}-ours"));
+    let dir = common::TempDir::new("export-ours");
     let path = dir.join("ours.pcapng");
     std::fs::write(&path, bytes).unwrap();
-    capture::read_segments(&path).unwrap()
+    capture::read_segments_where(&path, filter).unwrap()
+}
+
+/// The interface of the receiver's veth, as the export names it: where the
+/// receiver's namespace took in segments for it.
+fn receiver_interface(events: &[Event], receiver: SocketAddr) -> String {
+    events
+        .iter()
+        .find_map(|ev| match &ev.body {
+            Body::NetifReceive(p) if ev.dst() == Some(receiver) => {
+                Some(interface_name(ev.hdr.netns, p.ifindex))
+            }
+            _ => None,
+        })
+        .expect("the receiver took in segments")
 }
 
 /// Each direction's segments in order, as tshark decodes them: the header
@@ -90,11 +105,15 @@ fn by_direction(segments: &[WireSegment]) -> BTreeMap<(SocketAddr, SocketAddr), 
 
 /// Ours are the wire's segments, in each direction's order, with the same
 /// header fields, the same window as Wireshark scales it, and the same time
-/// to a millisecond (traced at the hook beside tcpdump's tap, or at the
-/// sender's driver a veth away). Returns how many of the wire's are not
-/// ours: the packets the kernel ran no program for (see
+/// to within `max_dt` seconds. Returns how many of the wire's are not ours:
+/// the packets the kernel ran no program for (see
 /// `common::UNSEEN_BY_THE_KERNEL`).
-fn assert_wire_segments(ours: &[WireSegment], wire: &[WireSegment], what: &str) -> usize {
+fn assert_wire_segments(
+    ours: &[WireSegment],
+    wire: &[WireSegment],
+    what: &str,
+    max_dt: f64,
+) -> usize {
     let (ours, wire) = (by_direction(ours), by_direction(wire));
     assert_eq!(
         ours.keys().collect::<Vec<_>>(),
@@ -104,7 +123,7 @@ fn assert_wire_segments(ours: &[WireSegment], wire: &[WireSegment], what: &str) 
     // The 8 flag bits TCP sets (tshark's field has 12).
     let header = |s: &WireSegment| (s.seq, s.ack, s.len, s.win_raw, s.win_scaled, s.flags & 0xff);
     let same =
-        |o: &WireSegment, w: &WireSegment| header(o) == header(w) && (o.ts - w.ts).abs() < 1e-3;
+        |o: &WireSegment, w: &WireSegment| header(o) == header(w) && (o.ts - w.ts).abs() < max_dt;
     let mut unseen = 0;
     for (direction, wire) in &wire {
         let mut wire = wire.iter();
@@ -135,15 +154,28 @@ fn pcapng_export_is_the_wire_as_tcpdump_saw_it() {
         (Scenario::Healthy, "healthy"),
     ] {
         let run = traced(&scenario.config(), tag);
-        let ours = exported_segments(&run.events, tag);
-        let unseen = assert_wire_segments(&ours, &run.wire, tag);
+        let receiver = run.transfer.receiver_addr;
+        // Every sighting, on the receiver's veth: tcpdump's own tap points
+        // (netif_receive_skb in, net_dev_start_xmit out), so the same times.
+        let interface = receiver_interface(&run.events, receiver);
+        let filter = format!("tcp && frame.interface_name == \"{interface}\"");
+        let on_veth = exported_segments(&run.events, true, &filter);
         let allowed = common::UNSEEN_BY_THE_KERNEL * run.wire.len() as f64;
+        let unseen = assert_wire_segments(&on_veth, &run.wire, tag, 1e-3);
         assert!(
             unseen as f64 <= allowed,
             "{tag}: {unseen} of {} segments unseen",
             run.wire.len()
         );
-        let receiver = run.transfer.receiver_addr;
+        // The default, each segment where it was seen first (the sender's
+        // driver for data): the same segments, a veth and a backlog away.
+        let ours = exported_segments(&run.events, false, "tcp");
+        let unseen = assert_wire_segments(&ours, &run.wire, tag, 0.5);
+        assert!(
+            unseen as f64 <= allowed,
+            "{tag}: {unseen} of {} segments unseen",
+            run.wire.len()
+        );
         // Wireshark's view of the windows (past the handshake): scaled, or
         // known to be unscaled, as the wire's were.
         let established = |s: &&WireSegment| s.src == receiver && !s.has(WireSegment::SYN);

@@ -194,10 +194,15 @@ const FIELDS: &[&str] = &[
 
 /// Every TCP segment of a pcap file, in capture order, via tshark.
 pub fn read_segments(path: &Path) -> Result<Vec<WireSegment>> {
+    read_segments_where(path, "tcp")
+}
+
+/// The TCP segments tshark's display filter `filter` keeps.
+pub fn read_segments_where(path: &Path, filter: &str) -> Result<Vec<WireSegment>> {
     let mut command = Command::new("tshark");
     command.args(["-n", "-r"]).arg(path).args([
         "-Y",
-        "tcp",
+        filter,
         "-T",
         "fields",
         "-E",
