@@ -169,6 +169,9 @@ fn examples(name: &str) -> &'static [(&'static str, &'static str)] {
             ("tenge-trace export t.ttr --format perfetto -o t.json", "A timeline for ui.perfetto.dev: hooks per CPU, each packet's stages per flow."),
             ("tenge-trace export t.ttr --format text | less", "One line per event with its UTC time."),
         ],
+        "bench" => &[
+            ("tenge-trace bench --quick", "The overhead benchmark, shorter: no tracing against each mode, side by side (`make bench` runs it in full)."),
+        ],
         _ => &[],
     }
 }
