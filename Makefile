@@ -5,7 +5,7 @@ CARGO ?= cargo
 SCENARIO ?= mss-clamp
 BIN = target/release/tenge-trace
 
-.PHONY: deps build lab test lint bench man deb clean matrix vm-test sweep fuzz
+.PHONY: deps build lab test lint bench man deb deb-check clean matrix vm-test sweep fuzz
 deps:
 	./scripts/install-deps.sh
 
@@ -63,3 +63,7 @@ man: build
 deb: man
 	command -v cargo-deb >/dev/null || $(CARGO) install cargo-deb --locked
 	$(CARGO) deb -p tenge-trace-cli --no-build
+
+# The package installed and removed with dpkg on this host (root).
+deb-check: deb
+	./scripts/deb-check.sh
