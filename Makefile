@@ -58,6 +58,7 @@ clean:
 
 # Man pages and completions (target/docs), and a Debian package (needs cargo-deb).
 man: build
+	rm -rf target/docs
 	$(BIN) gen-docs --out target/docs
 
 deb: man

@@ -11,7 +11,7 @@ dpkg-deb --info "$deb" >/dev/null || fail "$deb is not a package"
 dpkg -i "$deb" >/dev/null
 want=(
   /usr/bin/tenge-trace
-  /usr/share/man/man1/tenge-trace-record.1
+  /usr/share/man/man1/tenge-trace-record.1.gz
   /usr/share/bash-completion/completions/tenge-trace
   /lib/systemd/system/tenge-trace-watch.service
   /usr/share/doc/tenge-trace/examples/prometheus/alerts.yml
