@@ -12,7 +12,7 @@ before="$(mtu eth0) $(mtu eth1)"
 step "lab --link nic:eth0,eth1 --scenario mss-clamp"
 $bin lab --link nic:eth0,eth1 --scenario mss-clamp --bytes 4000000 > /tmp/lab.out 2>&1
 sed -n 1,12p /tmp/lab.out
-grep -q "NICs eth0 → eth1" /tmp/lab.out || { echo "lab did not run over the NICs"; exit 1; }
+grep -qE "NICs eth0 (→|->) eth1" /tmp/lab.out || { echo "lab did not run over the NICs"; exit 1; }
 
 run() {
   local binary=$1; shift
