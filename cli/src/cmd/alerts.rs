@@ -2,7 +2,6 @@
 
 use tenge_trace::analysis::window::Alert;
 use tenge_trace::os::CgroupNames;
-use tenge_trace::task::container_id;
 use tenge_trace::trace_file::TraceMeta;
 
 pub struct AlertPrinter {
@@ -27,8 +26,9 @@ impl AlertPrinter {
         self.count += u64::from(!alert.cleared);
         let mut alert = alert.clone();
         if let Some(task) = &mut alert.process {
-            task.cgroup = self.cgroups.name(task.cgroup_id).map(String::from);
-            task.container_id = task.cgroup.as_deref().and_then(container_id);
+            if let Some(path) = self.cgroups.name(task.cgroup_id) {
+                task.name_cgroup(path);
+            }
         }
         if self.json {
             let mut value = serde_json::to_value(&alert).expect("alerts serialize");

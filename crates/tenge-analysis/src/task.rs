@@ -45,9 +45,14 @@ impl Task {
     /// Names its cgroup by `paths` (cgroup id → path).
     pub fn resolve(&mut self, paths: &BTreeMap<u64, String>) {
         if let Some(path) = paths.get(&self.cgroup_id) {
-            self.container_id = container_id(path);
-            self.cgroup = Some(path.clone());
+            self.name_cgroup(path);
         }
+    }
+
+    /// Its cgroup's path, and the container id the path carries.
+    pub fn name_cgroup(&mut self, path: &str) {
+        self.container_id = container_id(path);
+        self.cgroup = Some(path.to_string());
     }
 }
 

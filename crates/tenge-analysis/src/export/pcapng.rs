@@ -16,6 +16,7 @@
 //! showing unscaled windows as if scaling were off.
 
 use crate::event::{tcp_flags, tt_pkt, Body, Event};
+use crate::export::table::duration;
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -145,7 +146,7 @@ impl<W: Write> PcapngWriter<W> {
                     .queued
                     .remove(&at)
                     .map(|t| ev.hdr.ts_ns.saturating_sub(t));
-                let note = waited.map(|ns| format!("qdisc {}", micros(ns)));
+                let note = waited.map(|ns| format!("qdisc {}", duration(ns)));
                 self.packet(ev, p, true, note)?;
             }
             Body::NetifReceive(p) if p.ifindex != LOOPBACK_IFINDEX => {
@@ -154,7 +155,7 @@ impl<W: Write> PcapngWriter<W> {
                     .remove(&at)
                     .map(|t| ev.hdr.ts_ns.saturating_sub(t));
                 let note =
-                    waited.map(|ns| format!("driver entry to netif_receive_skb {}", micros(ns)));
+                    waited.map(|ns| format!("driver entry to netif_receive_skb {}", duration(ns)));
                 self.packet(ev, p, false, note)?;
             }
             _ => {}
@@ -285,10 +286,6 @@ fn remember(times: &mut HashMap<(u32, u64), u64>, at: (u32, u64), ts_ns: u64) {
         times.clear();
     }
     times.insert(at, ts_ns);
-}
-
-fn micros(ns: u64) -> String {
-    format!("{}.{:03} us", ns / 1000, ns % 1000)
 }
 
 /// The IP and TCP headers of the packet, with the TCP `options` (a multiple of 4 bytes).
