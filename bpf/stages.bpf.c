@@ -6,7 +6,8 @@
  * sum, max and a log-linear histogram, per CPU), and every hook counts the
  * packets and bytes it kept. User space reads the per-CPU arrays when it
  * likes. Filters (port, address, netns: .rodata, as in tenge.bpf.c) are
- * applied at every hook that can read the packet, before anything is counted.
+ * applied at every hook that can read the packet, before anything is counted;
+ * the task filter's flows are marked where their tasks write and read.
  */
 #include "tenge_common.bpf.h"
 
@@ -215,7 +216,7 @@ static __always_inline bool pkt_kept(const struct sk_buff *skb, bool tx)
 	if (!port_wanted(&h) || !addr_wanted(&h))
 		return false;
 	h.netns = skb->dev->nd_net.net->ns.inum;
-	return netns_wanted(&h);
+	return netns_wanted(&h) && task_wanted(&h);
 }
 
 /* A first hook (net_dev_queue, driver entry): a kept skb is counted and stamped. */
@@ -256,6 +257,47 @@ static __always_inline void next_hop(void *stamps, const struct sk_buff *skb, bo
 	}
 	count_hook(hook, len);
 	stamp(slot, key, now, len, hook);
+}
+
+/* ---- the task filter's marks: attached only with --pid/--comm/--cgroup --- */
+
+/*
+ * Where a socket's own task writes or reads it, a task the filter keeps
+ * marks the flow (mark_task_flow, in sock_flow after the other filters);
+ * from then on pkt_kept and tcp_probe keep its packets.
+ */
+static __always_inline int mark_flow_of(const struct sock *sk, bool btf, bool trusted)
+{
+	struct tt_hdr h = {};
+
+	if (is_tcp(sk, btf))
+		sock_flow(&h, sk, btf, trusted, true);
+	return 0;
+}
+
+SEC("tp_btf/tcp_sendmsg_locked")
+int BPF_PROG(sendmsg_btf, struct sock *sk)
+{
+	return mark_flow_of(sk, true, true);
+}
+
+/* Kernels before the tracepoint (6.1, 6.12) have the function. */
+SEC("fentry/tcp_sendmsg_locked")
+int BPF_PROG(sendmsg_fentry, struct sock *sk)
+{
+	return mark_flow_of(sk, true, true);
+}
+
+SEC("kprobe/tcp_sendmsg_locked")
+int BPF_KPROBE(sendmsg_kprobe, struct sock *sk)
+{
+	return mark_flow_of(sk, false, false);
+}
+
+SEC("tp_btf/skb_copy_datagram_iovec")
+int BPF_PROG(copy_datagram_btf, struct sk_buff *skb)
+{
+	return mark_flow_of(skb->sk, true, false);
 }
 
 /* ---- TX: net_dev_queue -> net_dev_start_xmit -> net_dev_xmit ------------- */

@@ -1386,12 +1386,52 @@ struct {
 	__uint(value_size, 127 * sizeof(__u64)); /* PERF_MAX_STACK_DEPTH */
 } tt_stacks SEC(".maps");
 
+/* The name each sampled process was last sent with, by tgid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64[2]);
+} sampled_names SEC(".maps");
+
+/*
+ * Names the process a sample caught (TT_TASK_ON_CPU) the first time, and
+ * when it was renamed (exec): from the kernel, so right in any PID namespace
+ * and after the process is gone. The leader's comm is the process's name.
+ */
+static __always_inline void note_sampled_task(const struct tt_hdr *h, __u64 pid_tgid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = pid_tgid >> 32;
+	__u64 comm[2] = {}, *seen = bpf_map_lookup_elem(&sampled_names, &tgid);
+
+	if (!tgid)
+		return;
+	BPF_CORE_READ_STR_INTO(&comm, task, group_leader, comm);
+	if (seen && seen[0] == comm[0] && seen[1] == comm[1])
+		return;
+	struct tt_ev_sock_task *ev = reserve(sizeof(*ev), TT_KIND_SOCK_TASK);
+
+	if (!ev)
+		return;
+	bpf_map_update_elem(&sampled_names, &tgid, comm, BPF_ANY);
+	stamp(&ev->hdr, h, TT_KIND_SOCK_TASK);
+	ev->body.cgroup_id = bpf_get_current_cgroup_id();
+	ev->body.pid = tgid;
+	ev->body.tgid = tgid;
+	__builtin_memcpy(ev->body.comm, comm, sizeof(ev->body.comm));
+	ev->body.role = TT_TASK_ON_CPU;
+	__builtin_memset(ev->body._pad0, 0, sizeof(ev->body._pad0));
+	submit(ev, sizeof(*ev));
+}
+
 SEC("perf_event")
 int cpu_sample(struct bpf_perf_event_data *ctx)
 {
 	struct tt_hdr h = {};
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
+	note_sampled_task(&h, pid_tgid);
 	EMIT_BEGIN(ev, cpu_sample, &h, TT_KIND_CPU_SAMPLE);
 	ev->body.pid = (__u32)pid_tgid;
 	ev->body.tgid = pid_tgid >> 32;

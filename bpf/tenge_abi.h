@@ -13,8 +13,8 @@
 #ifndef TENGE_ABI_H
 #define TENGE_ABI_H
 
-#define TT_ABI_VERSION 3
-/* The oldest ABI whose files this one reads: 3 only added a kind. */
+#define TT_ABI_VERSION 4
+/* The oldest ABI whose files this one reads: 3 added a kind, 4 a task role. */
 #define TT_ABI_READABLE 2
 
 /* Event kinds. Keep the numbers stable: they are stored in trace files. */
@@ -272,6 +272,7 @@ struct tt_cpu_sample {
 enum tt_task_role {
 	TT_TASK_WRITER = 1, /* called sendmsg */
 	TT_TASK_READER = 2, /* copied data out (recvmsg) */
+	TT_TASK_ON_CPU = 3, /* a CPU sample caught it (no socket) */
 };
 
 /*
@@ -279,6 +280,10 @@ enum tt_task_role {
  * header is not the one that did before, or the first one: sent from the
  * sendmsg and copy_datagram hooks, in the task's context, whatever the
  * sampling. The pid and comm are the kernel's, right in any PID namespace.
+ * With role TT_TASK_ON_CPU (no socket, header zero but for its time and
+ * CPU) it names a process CPU samples caught, before its first sample and
+ * again when renamed: comm is then its thread group leader's, the
+ * process's name.
  */
 struct tt_sock_task {
 	__u64 cgroup_id; /* cgroup v2 id: the inode of its directory */

@@ -97,8 +97,6 @@ pub struct FilterArgs {
     pub ring_mib: u32,
     #[command(flatten)]
     pub journeys: JourneyArgs,
-    #[command(flatten)]
-    pub task: TaskFilterArgs,
 }
 
 /// Only the flows of some processes, applied in the kernel: a socket counts
@@ -137,6 +135,8 @@ pub struct FlowFilterArgs {
     /// Only this network namespace (a name from `ip netns list`); default: all.
     #[arg(long, value_name = "NAME", value_parser = value::netns)]
     pub netns: Option<String>,
+    #[command(flatten)]
+    pub task: TaskFilterArgs,
 }
 
 #[derive(Args, Debug)]

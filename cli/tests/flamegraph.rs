@@ -207,3 +207,65 @@ fn cpu_flamegraph_of_a_bulk_transfer_shows_tcp_and_copy_frames() {
         .arg(&svg));
     assert!(std::fs::read_to_string(&svg).unwrap().contains("tcp_"));
 }
+
+/// A process outside the recorder's PID namespace (as when the recorder
+/// runs in a container) is named by the kernel, not by a `/proc` that does
+/// not show it: a spinning shell started as `tt-spinner` from the host, a
+/// recorder under `unshare --pid --mount-proc`.
+#[test]
+fn cpu_profile_names_processes_the_recorder_cannot_see() {
+    if !common::require_root("cpu_profile_names_processes_the_recorder_cannot_see") {
+        return;
+    }
+    let _serial = serial();
+    let tmp = TempDir::new("flamegraph-pidns");
+    let spinner = tmp.join("tt-spinner");
+    std::os::unix::fs::symlink("/bin/sh", &spinner).unwrap();
+    let mut spinning = Command::new(&spinner)
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let trace = tmp.join("cpu.tt");
+    let recorded = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(env!("CARGO_BIN_EXE_tenge-trace"))
+        .args([
+            "record",
+            "--cpu-profile",
+            "--port",
+            "1",
+            "--duration",
+            "2",
+            "-q",
+            "-o",
+        ])
+        .arg(&trace)
+        .output();
+    let _ = spinning.kill();
+    let _ = spinning.wait();
+    let recorded = recorded.unwrap();
+    assert!(
+        recorded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&recorded.stderr)
+    );
+    let folded = tmp.join("cpu.folded");
+    run(bin()
+        .args(["flamegraph", "--cpu", "--folded"])
+        .arg(&trace)
+        .arg("-o")
+        .arg(&folded));
+    let stacks = std::fs::read_to_string(&folded).unwrap();
+    let processes: std::collections::BTreeSet<&str> =
+        stacks.lines().filter_map(|l| l.split(';').next()).collect();
+    // At 99 Hz for 2 s, the spinner holds about half the two cores.
+    assert!(
+        processes.contains("tt-spinner"),
+        "the spinner is not named: {processes:?}"
+    );
+    assert!(
+        // Folded stacks have no spaces in names: "pid N" is "pid_N" there.
+        !processes.iter().any(|p| p.starts_with("pid_")),
+        "a process named by its pid: {processes:?}"
+    );
+}

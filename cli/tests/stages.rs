@@ -69,6 +69,51 @@ fn stages_json_on_stdout_of_a_short_transfer() {
     }
 }
 
+/// `--comm` in the kernel, on every kernel of the matrix (the sendmsg mark
+/// is tp_btf on 6.18, fentry or kprobe before the tracepoint): iperf3's
+/// flows are counted under `--comm iperf3`, nothing under a name no task has.
+#[test]
+fn stages_with_comm_counts_only_that_commands_flows() {
+    if !common::require_root("stages_with_comm_counts_only_that_commands_flows") {
+        return;
+    }
+    let lab = Lab::new(&LabConfig::default()).unwrap();
+    let receiver = lab.receiver_ip().to_string();
+    let tx_packets = |comm: &str| {
+        let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
+        let out = bin()
+            .args(["stages", "--addr", &receiver, "--comm", comm])
+            .args(["--json", "-", "--"])
+            .args(["ip", "netns", "exec", lab.sender_netns().name()])
+            .args(["iperf3", "-c", &receiver, "-p", "5201", "-t", "1"])
+            .output()
+            .unwrap();
+        drop(server);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        common::assert_matches_schema("stages.schema.json", &json);
+        assert_eq!(json["filters"]["task"]["comm"], comm);
+        let marks: Vec<&serde_json::Value> = json["plan"]["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| ["sendmsg", "copy_datagram"].contains(&p["kind"].as_str().unwrap()))
+            .collect();
+        assert_eq!(marks.len(), 2, "{marks:?}");
+        assert!(marks.iter().all(|p| p["backend"].is_string()), "{marks:?}");
+        let hooks = json["totals"]["hooks"].as_array().unwrap();
+        let queued = hooks.iter().find(|h| h["hook"] == "net_dev_queue").unwrap();
+        queued["packets"].as_u64().unwrap()
+    };
+    let iperf3 = tx_packets("iperf3");
+    assert!(iperf3 > 100, "{iperf3} packets of iperf3 counted");
+    assert_eq!(tx_packets("tt-nobody"), 0);
+}
+
 #[test]
 fn stages_refuses_an_unknown_netns_and_sampling() {
     // Both fail before anything is loaded: no root needed.

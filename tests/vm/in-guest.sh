@@ -22,7 +22,16 @@ TT_EXPECT_BACKENDS=tp_btf,raw_tp,tracepoint,fentry,kprobe \
 run "$TT_VM_CORE_LAB" recorded_windows_match_the_wire_and_mss_matches_ss
 run "$TT_VM_WINDOW_LAB" mss_clamp_windows_match_the_wire mss_mismatch_compounds_the_rounding \
   sws_stalls_match_zero_window_periods
-run "$TT_VM_CLI_STAGES" stages_json_on_stdout_of_a_short_transfer
+run "$TT_VM_CLI_STAGES" stages_json_on_stdout_of_a_short_transfer \
+  stages_with_comm_counts_only_that_commands_flows
+
+step "record --cpu-profile names a process from the kernel"
+sh -c 'while :; do :; done' &
+spin=$!
+$bin record --cpu-profile --port 1 --duration 2 -q -o /tmp/cpu.tt
+kill $spin
+$bin flamegraph --cpu --folded /tmp/cpu.tt -o /tmp/cpu.folded
+grep -q '^sh;' /tmp/cpu.folded || { echo "no stack of the spinning sh"; cut -d';' -f1 /tmp/cpu.folded | sort -u; exit 1; }
 
 step "watch --exit-on-alert during a clamped transfer"
 timeout 300 $bin watch --exit-on-alert --min-duration 50 > /tmp/watch.out 2>&1 &

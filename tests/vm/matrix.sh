@@ -7,7 +7,8 @@
 # In each guest: `check --json` exits 0 and every hook family works
 # (tp_btf, raw_tp, tracepoint, fentry, kprobe); each backend alone records
 # the kernel's windows and MSS; the window labs (mss-clamp, mss-mismatch,
-# sws-stall) match the wire (tcpdump) and ss -ti; stages counts a transfer;
+# sws-stall) match the wire (tcpdump) and ss -ti; stages counts a transfer,
+# and only iperf3's under --comm; a CPU profile names a process;
 # watch --exit-on-alert exits 3 during a clamped transfer.
 # Then, on the kernels in TT_VM_NIC_KERNELS (default: the same), a guest with two
 # virtio-net NICs joined by QEMU (tests/vm/in-guest-nic.sh): a window lab and

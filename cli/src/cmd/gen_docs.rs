@@ -159,7 +159,10 @@ fn examples(name: &str) -> &'static [(&'static str, &'static str)] {
             ("tenge-trace watch --port 5201", "Alert live as flows become window-limited, clamped or stalled; a report at Ctrl-C."),
             ("tenge-trace watch --json --prometheus 127.0.0.1:9433", "Alerts as JSON lines, and metrics for Prometheus."),
         ],
-        "stages" => &[("tenge-trace stages --interval 10s", "In-kernel stage latency histograms every 10 s, cheap enough to leave running.")],
+        "stages" => &[
+            ("tenge-trace stages --interval 10s", "In-kernel stage latency histograms every 10 s, cheap enough to leave running."),
+            ("tenge-trace stages --cgroup /system.slice/nginx.service --duration 1m", "The stage latencies of one service's connections alone, for a minute."),
+        ],
         "flamegraph" => &[
             ("tenge-trace flamegraph t.ttr -o paths.svg", "Path costs: direction, path, stage, weighted by time."),
             ("tenge-trace flamegraph t.ttr --direction rx -o rx.svg", "The receive path alone."),

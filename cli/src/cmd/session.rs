@@ -95,16 +95,11 @@ pub fn filters(args: &FilterArgs) -> anyhow::Result<Filters> {
     anyhow::ensure!(args.sample >= 1, "--sample must be at least 1");
     Ok(Filters {
         sample_every: args.sample,
-        task: TaskFilter {
-            pid: args.task.pid,
-            comm: args.task.comm.clone(),
-            cgroup: args.task.cgroup.clone(),
-        },
         ..flow_filters(&args.flow)?
     })
 }
 
-/// Port, address and netns, every packet kept.
+/// Port, address, netns and task, every packet kept.
 pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
     let netns = match &args.netns {
         None => None,
@@ -117,7 +112,11 @@ pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
         addr: args.addr,
         netns,
         sample_every: 1,
-        task: TaskFilter::default(),
+        task: TaskFilter {
+            pid: args.task.pid,
+            comm: args.task.comm.clone(),
+            cgroup: args.task.cgroup.clone(),
+        },
     })
 }
 

@@ -24,6 +24,10 @@ pub struct Hook {
     pub per_packet: bool,
     /// Has a program in stages.bpf.c (in-kernel stage histograms).
     pub in_stages: bool,
+    /// Runs in the socket's own task as it writes or reads, so it marks the
+    /// flows of the task filter's tasks (`--pid`, `--comm`, `--cgroup`):
+    /// stages.bpf.c has a program here that does only that.
+    pub marks_task: bool,
 }
 
 impl Hook {
@@ -49,6 +53,14 @@ const fn hook(
         variant: None,
         per_packet,
         in_stages,
+        marks_task: false,
+    }
+}
+
+const fn marking(hook: Hook) -> Hook {
+    Hook {
+        marks_task: true,
+        ..hook
     }
 }
 
@@ -68,13 +80,13 @@ const BOTH: (bool, bool) = (true, true);
 
 /// Every hook, in the order of the packet path: send, device, receive.
 pub const HOOKS: &[Hook] = &[
-    hook(
+    marking(hook(
         "sendmsg",
         "sendmsg",
         ("tcp", "tcp_sendmsg_locked"),
         Some("tcp_sendmsg_locked"),
         PACKETS,
-    ),
+    )),
     hook(
         "window_adv",
         "window_adv",
@@ -140,13 +152,13 @@ pub const HOOKS: &[Hook] = &[
         Some("sock_def_readable"),
         PACKETS,
     ),
-    hook(
+    marking(hook(
         "copy_datagram",
         "copy_datagram",
         ("skb", "skb_copy_datagram_iovec"),
         None,
         PACKETS,
-    ),
+    )),
     hook(
         "app_read",
         "app_read",
@@ -185,6 +197,11 @@ pub fn per_packet() -> impl Iterator<Item = &'static Hook> {
 /// The hooks of stages.bpf.c.
 pub fn in_stages() -> impl Iterator<Item = &'static Hook> {
     HOOKS.iter().filter(|h| h.in_stages)
+}
+
+/// The hooks where stages.bpf.c marks the task filter's flows.
+pub fn task_marks() -> impl Iterator<Item = &'static Hook> {
+    HOOKS.iter().filter(|h| h.marks_task)
 }
 
 /// The tracepoint that emitted an event of `kind` with `variant`, for a

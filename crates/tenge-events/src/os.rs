@@ -32,7 +32,13 @@ fn uname_field(pick: impl Fn(&libc::utsname) -> &[libc::c_char; 65]) -> String {
     if unsafe { libc::uname(&mut u) } != 0 {
         return String::new();
     }
-    let bytes: Vec<u8> = pick(&u)
+    c_text(pick(&u))
+}
+
+/// A C string of a fixed array (a command name, a uname field): up to the
+/// first NUL, or all of it.
+pub fn c_text(chars: &[libc::c_char]) -> String {
+    let bytes: Vec<u8> = chars
         .iter()
         .take_while(|&&c| c != 0)
         .map(|&c| c as u8)

@@ -34,12 +34,7 @@ fn body_value(body: &Body) -> Value {
 
 /// A task's command name as the kernel keeps it: up to 16 bytes, NUL-ended.
 pub fn comm_text(comm: &[std::ffi::c_char; 16]) -> String {
-    let bytes: Vec<u8> = comm
-        .iter()
-        .map(|&c| c as u8)
-        .take_while(|&b| b != 0)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    tenge_events::os::c_text(comm)
 }
 
 /// The hook of an event whose kind several hooks emit.

@@ -11,7 +11,7 @@ mod journeys;
 
 pub use journeys::HOLD_NS;
 
-use crate::abi::{tt_hdr, tt_kind};
+use crate::abi::{tt_hdr, tt_kind, tt_task_role};
 use crate::event::{is_incoming_packet, record_len, Body, Event};
 use crate::probe::symbols::ProcessMaps;
 use crate::probe::Tracer;
@@ -280,7 +280,8 @@ impl Recording {
             if s.ustack_id >= 0 {
                 self.user_stacks.insert((s.tgid, s.ustack_id));
             }
-            // Read while the process lives; it may be gone by the end.
+            // The kernel named it just before (TT_TASK_ON_CPU) unless that
+            // record was lost: then /proc, while the process lives.
             self.process_names
                 .entry(s.tgid)
                 .or_insert_with(|| process_name(s.tgid));
@@ -294,6 +295,11 @@ impl Recording {
     fn sock_task(&mut self, record: &[u8]) {
         let mut ev = Event::zeroed();
         if let (Some(_), Body::SockTask(t)) = (Event::decode_first(record, &mut ev), ev.body) {
+            if t.role == tt_task_role::TT_TASK_ON_CPU as u8 {
+                self.process_names
+                    .insert(t.tgid, tenge_events::os::c_text(&t.comm));
+                return;
+            }
             // Named while the cgroup exists; a container's may be gone by the end.
             self.cgroups.name(t.cgroup_id);
         }

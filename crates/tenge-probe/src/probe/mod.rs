@@ -64,7 +64,7 @@ pub struct Filters {
 
 /// The tasks whose flows the kernel keeps: a socket counts once a task that
 /// matches every field given wrote or read it (before that, its events are
-/// not kept: a connection's handshake, for one). `record` and `watch` only.
+/// not kept: a connection's handshake, for one).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskFilter {
     /// The process (thread group) id, as in the root PID namespace.

@@ -254,7 +254,7 @@ mod tests {
             ),
             (
                 super::super::stages::STAGES_OBJ,
-                hooks::in_stages().collect(),
+                hooks::in_stages().chain(hooks::task_marks()).collect(),
                 &[Backend::TpBtf],
             ),
         ];

@@ -45,27 +45,39 @@ impl StageTracer {
         );
         require_privileges()?;
         let btf = kernel_btf()?;
-        anyhow::ensure!(
-            filters.task.is_off(),
-            "stages cannot keep a process's flows: its programs do not see the writes and reads"
-        );
         let globals = CommonGlobals::of(filters)?;
         let mut loader = EbpfLoader::new();
         globals.apply(loader.btf(Some(&btf)));
         let mut loaded = plan::load_object(&mut loader, STAGES_OBJ)?;
         // tp_btf only: a hook this kernel refuses is left out (its counters
         // stay 0) and named in the plan.
-        let plan = plan::attach_hooks(
+        let mut plan = plan::attach_hooks(
             &mut loaded,
             &btf,
             tenge_events::hooks::in_stages(),
             &[Backend::TpBtf],
         );
         plan::require_attached(&plan)?;
+        if !filters.task.is_off() {
+            plan.probes
+                .extend(Self::attach_task_marks(&mut loaded, &btf)?.probes);
+        }
         Ok(StageTracer {
             ebpf: loaded.ebpf,
             plan,
         })
+    }
+
+    /// The task filter's marks, where the socket's own task writes and reads
+    /// (fentry or kprobe where the kernel has no sendmsg tracepoint): plain
+    /// `stages` runs none of them. Without one, no flow would ever be kept.
+    fn attach_task_marks(loaded: &mut plan::Loaded, btf: &aya::Btf) -> anyhow::Result<ProbePlan> {
+        let ladder = [Backend::TpBtf, Backend::Fentry, Backend::Kprobe];
+        let marks = plan::attach_hooks(loaded, btf, tenge_events::hooks::task_marks(), &ladder);
+        plan::require_attached(&marks).context(
+            "--pid/--comm/--cgroup: no hook where a socket's task writes or reads it could be attached",
+        )?;
+        Ok(marks)
     }
 
     pub fn plan(&self) -> &ProbePlan {
