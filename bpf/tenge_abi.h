@@ -14,7 +14,7 @@
 #define TENGE_ABI_H
 
 #define TT_ABI_VERSION 4
-/* The oldest ABI whose files this one reads: 3 added a kind, 4 a task role. */
+/* The oldest ABI whose files this one reads: 3 and 4 added kinds and a task role. */
 #define TT_ABI_READABLE 2
 
 /* Event kinds. Keep the numbers stable: they are stored in trace files. */
@@ -35,7 +35,8 @@ enum tt_kind {
 	TT_KIND_KFREE_SKB = 14,	    /* skb:kfree_skb: a drop, with its reason */
 	TT_KIND_CPU_SAMPLE = 15,    /* perf_event cpu-clock sample */
 	TT_KIND_SOCK_TASK = 16,	    /* a socket's writer or reader is a new task */
-	TT_KIND_MAX = 17,
+	TT_KIND_PAUSE = 17,	    /* the collector's: nothing traced for a while */
+	TT_KIND_MAX = 18,
 	/*
 	 * Ring only, never in trace files: the records of one packet's hops in
 	 * one ring record (struct tt_tx_journey, struct tt_rx_journey). The
@@ -294,6 +295,25 @@ struct tt_sock_task {
 	__u8 _pad0[7];
 };
 
+/* tt_hdr.variant for TT_KIND_PAUSE: which end of a pause. */
+enum tt_pause_edge {
+	TT_PAUSE_BEGIN = 1,
+	TT_PAUSE_END = 2,
+};
+
+/*
+ * TT_KIND_PAUSE: written by the collector, never by the kernel. Sampling by
+ * time slices (`record --slice`) detaches every probe between the slices it
+ * traces. From a BEGIN (hdr.ts_ns: the probes began to leave) to the END
+ * that follows (hdr.ts_ns: all were back) the trace is not whole, and the
+ * analyses skip the events between (of the probes still or already there).
+ * edge_ns: when all were gone (BEGIN), when they began to come back (END);
+ * no probe ran in between. The header has only kind, variant and time.
+ */
+struct tt_pause {
+	__u64 edge_ns;
+};
+
 /* One ring-buffer record per kind: header + body. */
 #define TT_EVENT(name)                                                                             \
 	struct tt_ev_##name {                                                                      \
@@ -313,6 +333,7 @@ TT_EVENT(retransmit);
 TT_EVENT(kfree_skb);
 TT_EVENT(cpu_sample);
 TT_EVENT(sock_task);
+TT_EVENT(pause);
 
 /*
  * Journeys: unless the tracer runs per hook, the hops of one skb that follow

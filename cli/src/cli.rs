@@ -151,6 +151,11 @@ pub struct RecordArgs {
     /// Stop after this long: seconds, or with a unit (500ms, 2m, 1h) (default: until the command exits or Ctrl-C).
     #[arg(long, value_name = "TIME", value_parser = value::duration)]
     pub duration: Option<std::time::Duration>,
+    /// With --sample N: trace every packet of 1 in N slices of this much time (e.g. 20ms),
+    /// at a random position in each run of N, instead of 1 in N blocks of sequence space;
+    /// between slices the probes are detached and cost nothing.
+    #[arg(long, value_name = "TIME", value_parser = value::duration)]
+    pub slice: Option<std::time::Duration>,
     /// Also sample kernel and user stacks on every CPU (perf_event, cpu-clock).
     #[arg(long)]
     pub cpu_profile: bool,

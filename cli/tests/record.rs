@@ -279,6 +279,87 @@ fn bad_input_is_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-scenario"));
+    // Time slices need a rate, and room to attach the probes in.
+    for (args, says) in [
+        (&["--slice", "20ms"][..], "--sample N"),
+        (&["--sample", "4", "--slice", "1ms"][..], "at least 5ms"),
+    ] {
+        let out = bin()
+            .args(["record", "-o", "/tmp/tt-x.ttr"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// `record --sample 4 --slice 50ms` of an iperf3 transfer: the recording
+/// has its pauses, begin and end in turn, as `dump --json` describes them,
+/// and the report says how it was sampled and what it scaled by.
+#[test]
+fn record_by_time_slices_writes_its_pauses() {
+    if !common::require_root("record_by_time_slices_writes_its_pauses") {
+        return;
+    }
+    let lab = Lab::new(&LabConfig::default()).unwrap();
+    let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
+    let dir = common::TempDir::new("record-slices");
+    let file = dir.join("sliced.ttr");
+    let receiver = lab.receiver_ip().to_string();
+    let out = bin()
+        .args(["record", "-q", "--sample", "4", "--slice", "50ms", "-o"])
+        .arg(&file)
+        .args(["--addr", &receiver, "--"])
+        .args(["ip", "netns", "exec", lab.sender_netns().name()])
+        .args(["iperf3", "-c", &receiver, "-p", "5201", "-t", "2"])
+        .output()
+        .unwrap();
+    drop(server);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dump = bin()
+        .args(["dump", "--json", "--kind", "pause"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let edges: Vec<serde_json::Value> = String::from_utf8_lossy(&dump.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // 2 s in runs of 200 ms: about ten pauses, each a begin and an end.
+    assert!(
+        edges.len() >= 12 && edges.len().is_multiple_of(2),
+        "{} edges",
+        edges.len()
+    );
+    for (i, edge) in edges.iter().enumerate() {
+        common::assert_matches_schema("dump-event.schema.json", edge);
+        assert_eq!(edge["edge"], ["begin", "end"][i % 2], "{edge}");
+    }
+    let report = bin()
+        .args(["report", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    common::assert_matches_schema("report.schema.json", &report);
+    assert_eq!(report["pauses"]["count"], edges.len() / 2);
+    assert_eq!(report["sample_every"], 4);
+    assert_eq!(report["sample_slice_ns"], 50_000_000);
+    // Traced a quarter of the time, less the probes' coming and going.
+    let scale = report["scale"].as_f64().unwrap();
+    assert!((4.0..6.0).contains(&scale), "scale {scale}");
+    let text = bin().arg("report").arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("sampling 1/4 of the time in slices of 50.0 ms"),
+        "{text}"
+    );
 }
 
 #[test]

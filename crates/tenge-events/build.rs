@@ -50,6 +50,7 @@ fn generate_abi(out: &std::path::Path) {
         .rustified_enum("tt_rx_entry_variant")
         .rustified_enum("tt_journey")
         .rustified_enum("tt_task_role")
+        .rustified_enum("tt_pause_edge")
         .rustified_enum("tt_stage")
         .rustified_enum("tt_stage_hook")
         .derive_default(true)

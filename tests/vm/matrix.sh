@@ -8,7 +8,8 @@
 # (tp_btf, raw_tp, tracepoint, fentry, kprobe); each backend alone records
 # the kernel's windows and MSS; the window labs (mss-clamp, mss-mismatch,
 # sws-stall) match the wire (tcpdump) and ss -ti; stages counts a transfer,
-# and only iperf3's under --comm; a CPU profile names a process;
+# and only iperf3's under --comm; a CPU profile names a process; time-sliced
+# sampling detaches and attaches every probe on each backend family;
 # watch --exit-on-alert exits 3 during a clamped transfer.
 # Then, on the kernels in TT_VM_NIC_KERNELS (default: the same), a guest with two
 # virtio-net NICs joined by QEMU (tests/vm/in-guest-nic.sh): a window lab and

@@ -5,6 +5,7 @@ use super::terminal;
 use crate::cli::{AlertArgs, DiffArgs, TraceInput};
 use std::process::ExitCode;
 use tenge_trace::analysis::diff::Diff;
+use tenge_trace::analysis::paths::PathConfig;
 use tenge_trace::analysis::Report;
 use tenge_trace::export::table::render_diff;
 use tenge_trace::replay;
@@ -34,7 +35,8 @@ fn report_of(file: &std::path::Path, strict: bool) -> anyhow::Result<Report> {
         strict,
     };
     let mut reader = input.open()?;
-    let cfg = super::report::analysis_config(&AlertArgs::default(), reader.meta().sample_every);
+    let paths = PathConfig::of_recording(reader.meta());
+    let cfg = super::report::analysis_config(&AlertArgs::default(), paths);
     let report = replay::report(&mut reader, cfg)?;
     input.warn_damage(&reader);
     Ok(report)

@@ -6,6 +6,7 @@ use anyhow::{bail, Context};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use tenge_trace::analysis::paths::PathConfig;
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance};
 use tenge_trace::export::json::event_text_wall;
 use tenge_trace::export::pcapng::{PcapngWriter, Section, WindowScales};
@@ -74,9 +75,15 @@ fn pcapng(args: &ExportArgs, out: &mut OutputFile) -> anyhow::Result<TraceReader
 }
 
 fn pcapng_comment(file: &Path, meta: &TraceMeta) -> String {
-    let sampling = match meta.sample_every {
-        0 | 1 => "Every packet was traced.".to_string(),
-        n => format!("Sampled: 1 in {n} blocks of sequence space, so a sample of the packets."),
+    let sampling = match (meta.sample_every, meta.sample_slice_ns) {
+        (0 | 1, _) => "Every packet was traced.".to_string(),
+        (n, 0) => {
+            format!("Sampled: 1 in {n} blocks of sequence space, so a sample of the packets.")
+        }
+        (n, ns) => format!(
+            "Sampled: every packet of 1 in {n} slices of {} of time, none in between.",
+            tenge_trace::export::table::duration(ns)
+        ),
     };
     format!(
         "Reconstructed by tenge-trace from the recording {} made on {}: IP and TCP headers \
@@ -90,9 +97,13 @@ fn pcapng_comment(file: &Path, meta: &TraceMeta) -> String {
 
 fn perfetto(args: &ExportArgs, out: &mut OutputFile) -> anyhow::Result<TraceReader> {
     let mut reader = args.input.open()?;
-    let mut cfg = AnalysisConfig::default();
-    cfg.paths.sample_every = reader.meta().sample_every.max(1);
-    cfg.paths.spans = true;
+    let cfg = AnalysisConfig {
+        paths: PathConfig {
+            spans: true,
+            ..PathConfig::of_recording(reader.meta())
+        },
+        ..AnalysisConfig::default()
+    };
     let mut analysis = Analysis::new(cfg);
     let mut writer = PerfettoWriter::new(out)?;
     let mut events = 0u64;

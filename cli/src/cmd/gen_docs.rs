@@ -147,6 +147,7 @@ fn examples(name: &str) -> &'static [(&'static str, &'static str)] {
         "record" => &[
             ("tenge-trace record -o t.ttr --port 5201 -- iperf3 -c HOST", "Trace the connections of port 5201 while iperf3 runs, then report: tenge-trace report t.ttr."),
             ("tenge-trace record -o t.ttr --sample 64 --duration 30s", "Every namespace for 30 s, keeping 1 in 64 blocks of each flow's sequence space."),
+            ("tenge-trace record -o t.ttr --sample 64 --slice 50ms --duration 10m", "Every packet of 1 in 64 slices of 50 ms for ten minutes, the probes detached in between: a profile that costs next to nothing."),
             ("tenge-trace record -o - --port 5201 | tenge-trace report -", "Record to a pipe and analyse as it arrives."),
         ],
         "report" => &[

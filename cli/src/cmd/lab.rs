@@ -7,6 +7,7 @@ use crate::cli::{LabArgs, OnOff, ReaderKind};
 use std::cell::RefCell;
 use std::process::ExitCode;
 use std::sync::Mutex;
+use tenge_trace::analysis::paths::PathConfig;
 use tenge_trace::analysis::{Analysis, Provenance};
 use tenge_trace::collector::Sink;
 use tenge_trace::event::Event;
@@ -39,12 +40,16 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let writer = RefCell::new(None);
     let started = |plan: &ProbePlan, filters: &Filters| {
         if let Some(path) = &args.output {
-            let meta = TraceMeta::of_session(plan, filters, args.sample)?;
+            let meta = TraceMeta::of_session(plan, filters, args.sample, 0)?;
             *writer.borrow_mut() = Some(TraceWriter::create(path, &meta)?);
         }
         Ok(())
     };
-    let mut analysis = Analysis::new(super::report::analysis_config(&args.alerts, args.sample));
+    let paths = PathConfig {
+        sample_every: args.sample,
+        ..PathConfig::default()
+    };
+    let mut analysis = Analysis::new(super::report::analysis_config(&args.alerts, paths));
     let mut sink = LabSink {
         writer: &writer,
         analysis: &mut analysis,

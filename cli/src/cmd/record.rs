@@ -11,14 +11,20 @@ use tenge_trace::trace_file::{KernelPointers, TraceMeta, TraceSummary, TraceWrit
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
     let stop = &flags.stop;
-    let mut tracer = session::start(&args.filters, args.cpu_profile.then_some(args.cpu_hz))?;
+    let cpu_profile_hz = args.cpu_profile.then_some(args.cpu_hz);
+    let mut tracer = session::start(&args.filters, args.slice, cpu_profile_hz)?;
     let hit_counter = args
         .count_hits
         .then(|| HitCounter::start(&tracer))
         .transpose()?;
 
-    let filters = session::filters(&args.filters)?;
-    let mut meta = TraceMeta::of_session(tracer.plan(), &filters, args.filters.sample)?;
+    let filters = session::filters(&args.filters, args.slice)?;
+    let mut meta = TraceMeta::of_session(
+        tracer.plan(),
+        &filters,
+        filters.sample_every,
+        filters.sample_slice_ns,
+    )?;
     meta.command = args.command.clone();
     if args.keep_kernel_pointers {
         meta.kernel_pointers = KernelPointers::Kept;

@@ -3,16 +3,17 @@
 use super::terminal;
 use crate::cli::{AlertArgs, ReportArgs, RetireArgs};
 use std::process::ExitCode;
+use tenge_trace::analysis::paths::PathConfig;
 use tenge_trace::analysis::{AnalysisConfig, RetireConfig};
 use tenge_trace::export::table::render_report;
 use tenge_trace::replay;
 
-/// The analyses' settings from the command line and the recording's sampling.
-pub fn analysis_config(alerts: &AlertArgs, sample_every: u32) -> AnalysisConfig {
+/// The analyses' settings from the command line, and `paths` (sampled as the events were).
+pub fn analysis_config(alerts: &AlertArgs, paths: PathConfig) -> AnalysisConfig {
     let mut cfg = AnalysisConfig::default();
     cfg.window.threshold_pct = alerts.threshold;
     cfg.window.min_duration_ns = alerts.min_duration * 1_000_000;
-    cfg.paths.sample_every = sample_every.max(1);
+    cfg.paths = paths;
     cfg
 }
 
@@ -36,7 +37,7 @@ pub fn retire_config(args: &RetireArgs, by_default: bool) -> anyhow::Result<Opti
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut reader = args.input.open()?;
-    let mut cfg = analysis_config(&args.alerts, reader.meta().sample_every);
+    let mut cfg = analysis_config(&args.alerts, PathConfig::of_recording(reader.meta()));
     // Off by default: a recording's report shows every socket, as it always did.
     cfg.retire = retire_config(&args.retire, false)?;
     let report = replay::report(&mut reader, cfg)?;

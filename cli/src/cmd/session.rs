@@ -91,13 +91,28 @@ impl Child {
     }
 }
 
-pub fn filters(args: &FilterArgs) -> anyhow::Result<Filters> {
+/// The filters and sampling of `args`; by time slices of `slice` if given.
+pub fn filters(args: &FilterArgs, slice: Option<Duration>) -> anyhow::Result<Filters> {
     anyhow::ensure!(args.sample >= 1, "--sample must be at least 1");
+    let sample_slice_ns = match slice {
+        None => 0,
+        Some(_) if args.sample == 1 => {
+            anyhow::bail!("--slice samples 1 in N slices: give --sample N, N > 1")
+        }
+        Some(slice) if slice < MIN_SLICE => anyhow::bail!(
+            "--slice {slice:?}: at least {MIN_SLICE:?} (attaching the probes takes about a millisecond)"
+        ),
+        Some(slice) => slice.as_nanos() as u64,
+    };
     Ok(Filters {
         sample_every: args.sample,
+        sample_slice_ns,
         ..flow_filters(&args.flow)?
     })
 }
+
+/// The shortest time slice: attaching every probe again takes about 1 ms.
+const MIN_SLICE: Duration = Duration::from_millis(5);
 
 /// Port, address, netns and task, every packet kept.
 pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
@@ -112,6 +127,7 @@ pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
         addr: args.addr,
         netns,
         sample_every: 1,
+        sample_slice_ns: 0,
         task: TaskFilter {
             pid: args.task.pid,
             comm: args.task.comm.clone(),
@@ -120,9 +136,13 @@ pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
     })
 }
 
-pub fn start(args: &FilterArgs, cpu_profile_hz: Option<u64>) -> anyhow::Result<Tracer> {
+pub fn start(
+    args: &FilterArgs,
+    slice: Option<Duration>,
+    cpu_profile_hz: Option<u64>,
+) -> anyhow::Result<Tracer> {
     let options = TracerOptions {
-        filters: filters(args)?,
+        filters: filters(args, slice)?,
         ring_bytes: args.ring_mib << 20,
         cpu_profile_hz,
         per_hook: args.journeys.per_hook,

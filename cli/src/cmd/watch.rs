@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+use tenge_trace::analysis::paths::PathConfig;
 use tenge_trace::analysis::{Analysis, Provenance};
 use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::Event;
@@ -28,8 +29,12 @@ const EXIT_ALERT: u8 = 3;
 
 pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
-    let mut tracer = session::start(&args.filters, None)?;
-    let mut cfg = super::report::analysis_config(&args.alerts, args.filters.sample);
+    let mut tracer = session::start(&args.filters, None, None)?;
+    let paths = PathConfig {
+        sample_every: args.filters.sample,
+        ..PathConfig::default()
+    };
+    let mut cfg = super::report::analysis_config(&args.alerts, paths);
     // Watches run for hours: closed and idle sockets are retired.
     cfg.retire = super::report::retire_config(&args.retire, true)?;
     let analysis = RefCell::new(Analysis::new(cfg));

@@ -71,10 +71,7 @@ pub fn dump(
 
 /// The path costs as folded stacks (direction;path;stage), of one flow or all.
 pub fn path_stacks(reader: &mut TraceReader, flow: Option<u64>) -> Result<Vec<String>, TraceError> {
-    let cfg = PathConfig {
-        sample_every: reader.meta().sample_every.max(1),
-        ..PathConfig::default()
-    };
+    let cfg = PathConfig::of_recording(reader.meta());
     let mut paths = PathAnalyzer::new(cfg);
     reader.for_each(|ev| paths.push(ev))?;
     Ok(folded_paths(&paths.finish(), flow))

@@ -9,8 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 
 pub use crate::abi::{
     tt_app_read, tt_copy_datagram, tt_cpu_sample, tt_data_ready, tt_hdr, tt_kfree_skb,
-    tt_napi_poll, tt_pkt, tt_retransmit, tt_sendmsg, tt_sock_task, tt_state, tt_task_role,
-    tt_tcp_rcv, tt_window_adv,
+    tt_napi_poll, tt_pause, tt_pkt, tt_retransmit, tt_sendmsg, tt_sock_task, tt_state,
+    tt_task_role, tt_tcp_rcv, tt_window_adv,
 };
 
 /// The body of an event, by kind. Device-layer kinds share [`tt_pkt`].
@@ -32,6 +32,7 @@ pub enum Body {
     KfreeSkb(tt_kfree_skb),
     CpuSample(tt_cpu_sample),
     SockTask(tt_sock_task),
+    Pause(tt_pause),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -229,6 +230,7 @@ kinds! {
     TT_KIND_KFREE_SKB => KfreeSkb(tt_kfree_skb, tt_ev_kfree_skb), "kfree_skb";
     TT_KIND_CPU_SAMPLE => CpuSample(tt_cpu_sample, tt_ev_cpu_sample), "cpu_sample";
     TT_KIND_SOCK_TASK => SockTask(tt_sock_task, tt_ev_sock_task), "sock_task";
+    TT_KIND_PAUSE => Pause(tt_pause, tt_ev_pause), "pause";
 }
 
 impl Body {
@@ -251,6 +253,7 @@ impl Body {
             Body::KfreeSkb(_) => tt_kind::TT_KIND_KFREE_SKB,
             Body::CpuSample(_) => tt_kind::TT_KIND_CPU_SAMPLE,
             Body::SockTask(_) => tt_kind::TT_KIND_SOCK_TASK,
+            Body::Pause(_) => tt_kind::TT_KIND_PAUSE,
         }) as u8
     }
 }
@@ -425,7 +428,8 @@ impl Event {
             | Body::KfreeSkb(_)
             | Body::NapiPoll(_)
             | Body::CpuSample(_)
-            | Body::SockTask(_) => true,
+            | Body::SockTask(_)
+            | Body::Pause(_) => true,
         }
     }
 }

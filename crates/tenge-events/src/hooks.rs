@@ -237,8 +237,9 @@ mod tests {
     use crate::abi::tt_kind;
     use crate::event::kind_name;
 
-    /// Every kind but the CPU samples (a perf_event program) and the socket
-    /// tasks (sent by the sendmsg and copy_datagram hooks) has a hook,
+    /// Every kind but the CPU samples (a perf_event program), the socket
+    /// tasks (sent by the sendmsg and copy_datagram hooks) and the pauses
+    /// (the collector's) has a hook,
     /// every per-packet hook emits a kind the decoder knows and feeds
     /// something, and a kind with several hooks tells them apart.
     #[test]
@@ -247,7 +248,7 @@ mod tests {
             let name = kind_name(kind).expect("a named kind");
             let hooks: Vec<_> = per_packet().filter(|h| h.kind == name).collect();
             assert!(
-                name == "cpu_sample" || name == "sock_task" || !hooks.is_empty(),
+                ["cpu_sample", "sock_task", "pause"].contains(&name) || !hooks.is_empty(),
                 "{name} has no hook"
             );
             if hooks.len() > 1 {

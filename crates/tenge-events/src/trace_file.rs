@@ -84,6 +84,11 @@ pub struct TraceMeta {
     /// analyses cannot follow.
     #[serde(default)]
     pub sample_block_bytes: u32,
+    /// Sampling by time instead (`record --slice`): every probe attached for
+    /// one slice of this many ns in each `sample_every`, every event of the
+    /// slice kept, `pause` records between the slices; 0: by bytes.
+    #[serde(default)]
+    pub sample_slice_ns: u64,
     /// The command traced with `record -- CMD`, if any.
     pub command: Vec<String>,
     /// Size of a record of each kind, by kind name: the file describes its own layout.
@@ -183,17 +188,20 @@ impl TraceMeta {
     }
 
     /// The header of a recording on this host by the probes of `plan`,
-    /// kept by `filters`, sampling 1 in `sample_every`: what every command
-    /// that records writes first.
+    /// kept by `filters`, sampling 1 in `sample_every` blocks of bytes (or
+    /// slices of `sample_slice_ns`): what every command that records writes
+    /// first.
     pub fn of_session(
         plan: &ProbePlan,
         filters: &impl Serialize,
         sample_every: u32,
+        sample_slice_ns: u64,
     ) -> serde_json::Result<TraceMeta> {
         Ok(TraceMeta {
             probe_plan: serde_json::to_value(plan)?,
             filters: serde_json::to_value(filters)?,
             sample_every,
+            sample_slice_ns,
             ..TraceMeta::for_this_host()
         })
     }
@@ -892,7 +900,7 @@ mod tests {
             }],
         };
         let filters = serde_json::json!({"port": 5201});
-        let meta = TraceMeta::of_session(&plan, &filters, 8).unwrap();
+        let meta = TraceMeta::of_session(&plan, &filters, 8, 0).unwrap();
         assert_eq!(meta.probe_plan["probes"][0]["hook"], "tcp:tcp_probe");
         assert_eq!(meta.filters, filters);
         assert_eq!(meta.sample_every, 8);

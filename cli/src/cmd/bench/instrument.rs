@@ -31,6 +31,8 @@ pub enum Mode {
     FullPerHook,
     /// tenge-trace, one packet in 64.
     Sampled64,
+    /// tenge-trace, every packet of one time slice in 64, detached between.
+    Sliced64,
     /// `tenge-trace stages`: latencies aggregated in the kernel, nothing per packet sent.
     Stages,
     Bpftrace,
@@ -39,11 +41,12 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 7] = [
+    pub const ALL: [Mode; 8] = [
         Mode::Untraced,
         Mode::Full,
         Mode::FullPerHook,
         Mode::Sampled64,
+        Mode::Sliced64,
         Mode::Stages,
         Mode::Bpftrace,
         Mode::Tcpdump,
@@ -55,6 +58,7 @@ impl Mode {
             Mode::Full => "tenge-trace, every packet",
             Mode::FullPerHook => "tenge-trace, every packet, per hook",
             Mode::Sampled64 => "tenge-trace, 1/64 sampled",
+            Mode::Sliced64 => "tenge-trace, 1/64 of the time (20 ms slices)",
             Mode::Stages => "tenge-trace, in-kernel stages",
             Mode::Bpftrace => "bpftrace, same hooks",
             Mode::Tcpdump => "tcpdump -s 128 -w",
@@ -102,14 +106,15 @@ impl Instrument {
         let output = target.scratch.join(format!("{mode:?}.out").to_lowercase());
         match mode {
             Mode::Untraced => Ok(Instrument::None),
-            Mode::Full | Mode::FullPerHook | Mode::Sampled64 => {
+            Mode::Full | Mode::FullPerHook | Mode::Sampled64 | Mode::Sliced64 => {
+                let sampled = matches!(mode, Mode::Sampled64 | Mode::Sliced64);
                 let options = TracerOptions {
                     filters: Filters {
                         port: Some(target.port),
-                        sample_every: if mode == Mode::Sampled64 {
-                            super::SAMPLED
-                        } else {
-                            1
+                        sample_every: if sampled { super::SAMPLED } else { 1 },
+                        sample_slice_ns: match mode {
+                            Mode::Sliced64 => super::SLICE_NS,
+                            _ => 0,
                         },
                         ..Filters::default()
                     },
@@ -345,7 +350,7 @@ impl TracedSession {
 
 fn collect(mut tracer: Tracer, stop: &AtomicBool, file: &Path) -> Result<SessionEnd> {
     let cpu_before = thread_cpu();
-    let meta = TraceMeta::of_session(tracer.plan(), &serde_json::Value::Null, 1)?;
+    let meta = TraceMeta::of_session(tracer.plan(), &serde_json::Value::Null, 1, 0)?;
     let mut recording = Recording::new(TraceWriter::create(file, &meta)?);
     let stats = Collector::new().run(&mut tracer, stop, None, &mut recording)?;
     let writer_cpu = recording.finish(&stats.trace_summary("benchmark"))?;

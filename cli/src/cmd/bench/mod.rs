@@ -19,6 +19,8 @@ use std::sync::{Arc, OnceLock};
 
 /// The sampled mode's rate: 1 in this many blocks of sequence space.
 const SAMPLED: u32 = 64;
+/// The time slice of the mode sampled by time.
+const SLICE_NS: u64 = 20_000_000;
 
 /// Set by the first SIGINT/SIGTERM: the run stops after the transfer in
 /// flight, so every namespace, probe, tool, tracefs mount and the

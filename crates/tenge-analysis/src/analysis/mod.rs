@@ -2,6 +2,7 @@
 //! one stream, live (`watch`, `lab`) or on a recording (`report`).
 pub mod diff;
 pub mod paths;
+mod pauses;
 mod retired;
 pub mod stages;
 #[cfg(test)]
@@ -10,10 +11,11 @@ pub mod window;
 
 pub use retired::{FoldedTotals, RetireConfig, RetiredTotals, RetirementReport};
 
-use crate::event::{is_incoming_packet, Event};
+use crate::event::{is_incoming_packet, Body, Event};
 use crate::flow::{EventKey, FlowInfo, FlowTable};
 use crate::trace_file::{Ahead, Damage};
 use paths::{PathAnalyzer, PathConfig, PathReport};
+pub use pauses::Pauses;
 use retired::Retired;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -39,6 +41,7 @@ pub struct Analysis {
     events: u64,
     first_ns: Option<u64>,
     last_ns: u64,
+    pauses: Pauses,
     /// The own cookie of the latest event [`prefetch`](Self::prefetch) loaded
     /// a socket's state for (0: none), and whether with its window state.
     ahead_loaded: (u64, bool),
@@ -74,6 +77,10 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damage: Option<Damage>,
     pub duration_ns: u64,
+    /// Sampled by time: the pauses between the traced slices, which
+    /// `duration_ns` includes. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pauses: Option<Pauses>,
     /// Advertised windows that the kernel's formulas, replayed on the recorded
     /// state, do not reproduce. 0 on a complete trace.
     pub model_mismatches: u64,
@@ -129,6 +136,7 @@ impl Analysis {
             events: 0,
             first_ns: None,
             last_ns: 0,
+            pauses: Pauses::default(),
             ahead_loaded: (0, false),
         }
     }
@@ -138,6 +146,11 @@ impl Analysis {
         self.events += 1;
         self.first_ns.get_or_insert(ev.hdr.ts_ns);
         self.last_ns = self.last_ns.max(ev.hdr.ts_ns);
+        // The analyses below follow the pause records themselves.
+        let turn = self.pauses.turn(ev);
+        if turn == pauses::Turn::Skipped && !matches!(ev.body, Body::Pause(_)) {
+            return Alerts::none();
+        }
         // One key for both: the table's and the paths' views of an event agree.
         let key = EventKey::of(ev);
         // The table finds the socket once; the analyses index their state by its number.
@@ -285,6 +298,7 @@ impl Analysis {
             hits_not_run: provenance.hits_not_run,
             damage: provenance.damage,
             duration_ns: self.first_ns.map_or(0, |first| self.last_ns - first),
+            pauses: (self.pauses.count > 0).then_some(self.pauses),
             model_mismatches: window.model_mismatches,
             jiffies_hz: window.jiffies_hz,
             flows: window.flows,

@@ -24,6 +24,7 @@ fn body_value(body: &Body) -> Value {
         Body::Retransmit(b) => serde_json::to_value(b),
         Body::KfreeSkb(b) => serde_json::to_value(b),
         Body::CpuSample(b) => serde_json::to_value(b),
+        Body::Pause(b) => serde_json::to_value(b),
         Body::SockTask(b) => serde_json::to_value(b).map(|mut v| {
             v["comm"] = comm_text(&b.comm).into();
             v
@@ -40,6 +41,17 @@ pub fn comm_text(comm: &[std::ffi::c_char; 16]) -> String {
 /// The hook of an event whose kind several hooks emit.
 fn variant_name(ev: &Event) -> Option<&'static str> {
     tenge_events::hooks::variant_tracepoint(ev.kind_name(), ev.hdr.variant)
+}
+
+/// Which end of a pause a `pause` record is (`enum tt_pause_edge`).
+fn pause_edge(ev: &Event) -> Option<&'static str> {
+    use crate::abi::tt_pause_edge::{TT_PAUSE_BEGIN, TT_PAUSE_END};
+    match (&ev.body, ev.hdr.variant) {
+        (Body::Pause(_), v) if v == TT_PAUSE_BEGIN as u8 => Some("begin"),
+        (Body::Pause(_), v) if v == TT_PAUSE_END as u8 => Some("end"),
+        (Body::Pause(_), _) => Some("unknown"),
+        _ => None,
+    }
 }
 
 /// One event as a JSON object.
@@ -59,6 +71,9 @@ pub fn event_json(ev: &Event) -> Value {
     map.insert("skb".into(), format!("{:#x}", h.skb).into());
     if let Some(variant) = variant_name(ev) {
         map.insert("hook".into(), variant.into());
+    }
+    if let Some(edge) = pause_edge(ev) {
+        map.insert("edge".into(), edge.into());
     }
     map.extend(body_fields(ev));
     Value::Object(map)
@@ -152,6 +167,9 @@ fn event_fields_text(ev: &Event, out: &mut String) {
     }
     if let Some(variant) = variant_name(ev) {
         let _ = write!(out, " hook={variant}");
+    }
+    if let Some(edge) = pause_edge(ev) {
+        let _ = write!(out, " edge={edge}");
     }
     for (k, v) in body_fields(ev) {
         let number = v.as_u64().and_then(|n| u8::try_from(n).ok());

@@ -504,8 +504,10 @@ impl Snapshot {
             None,
             // Every kind from the start, at 0 until one is lost: a counter
             // that first appears at N is invisible to rate() and increase().
+            // Pauses are the collector's records, never the kernel's to lose.
             (0..=u8::MAX)
                 .filter_map(crate::event::kind_name)
+                .filter(|&kind| kind != "pause")
                 .map(|kind| {
                     let lost = self.events_lost.get(kind).copied().unwrap_or(0);
                     (vec![("kind", kind)], counter(lost))

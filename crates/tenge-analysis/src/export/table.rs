@@ -66,15 +66,31 @@ pub fn render_report(report: &Report, width: Option<usize>) -> String {
     out
 }
 
+/// How the events were sampled, in words.
+fn sampling(report: &Report) -> String {
+    let costs = &report.path_costs;
+    let every = costs.sample_every.max(1);
+    let Some(pauses) = report.pauses.filter(|_| costs.sample_slice_ns > 0) else {
+        return format!("sampling 1/{every}");
+    };
+    let traced = report.duration_ns.saturating_sub(pauses.total_ns);
+    format!(
+        "sampling 1/{every} of the time in slices of {} (traced {} in all, {} pauses)",
+        duration(costs.sample_slice_ns),
+        duration(traced),
+        pauses.count
+    )
+}
+
 /// What was recorded, and what the figures miss.
 fn render_header(out: &mut String, report: &Report) {
     let _ = writeln!(
         out,
-        "{} events over {:.3} s, kernel {}, sampling 1/{}, {} lost",
+        "{} events over {:.3} s, kernel {}, {}, {} lost",
         report.events,
         report.duration_ns as f64 / 1e9,
         report.kernel_release,
-        report.path_costs.sample_every.max(1),
+        sampling(report),
         report.events_lost
     );
     if let Some(not_run) = report.hits_not_run.filter(|&n| n > 0) {

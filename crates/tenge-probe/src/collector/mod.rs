@@ -11,10 +11,10 @@ mod journeys;
 
 pub use journeys::HOLD_NS;
 
-use crate::abi::{tt_hdr, tt_kind, tt_task_role};
+use crate::abi::{tt_hdr, tt_kind, tt_pause, tt_pause_edge, tt_task_role};
 use crate::event::{is_incoming_packet, record_len, Body, Event};
 use crate::probe::symbols::ProcessMaps;
-use crate::probe::Tracer;
+use crate::probe::{PauseEdge, Tracer};
 use crate::trace_file::{TraceError, TraceSummary, TraceWriter, FLUSH_EVERY};
 use journeys::InOrder;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -142,7 +142,10 @@ impl Collector {
             // Batches keep the stop flag, the deadline and the ticks live when
             // the producers outrun the reader; wait only once the ring is empty.
             if !drain(tracer, &mut stats, sink, in_order.as_mut())? {
-                wait_readable(tracer.ring_fd(), POLL_TIMEOUT)?;
+                wait_readable(tracer.ring_fd(), poll_timeout(tracer))?;
+            }
+            if let Some(pause) = tracer.follow_slices()? {
+                record_pause(pause, &mut stats, sink, in_order.as_mut())?;
             }
             let now = Instant::now();
             if now >= next_flush {
@@ -157,6 +160,9 @@ impl Collector {
             }
         }
         while drain(tracer, &mut stats, sink, in_order.as_mut())? {}
+        if let Some(pause) = tracer.end_slices() {
+            record_pause(pause, &mut stats, sink, in_order.as_mut())?;
+        }
         if let Some(in_order) = &mut in_order {
             stats.events += in_order.release(u64::MAX, |record| sink.record(record))?;
             stats.late = in_order.late;
@@ -208,6 +214,50 @@ fn drain(
     }
 }
 
+/// How long to wait for records: not past the next edge of a time slice.
+fn poll_timeout(tracer: &Tracer) -> Duration {
+    let Some(edge) = tracer.next_slice_edge_ns() else {
+        return POLL_TIMEOUT;
+    };
+    let now = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
+    POLL_TIMEOUT.min(Duration::from_nanos(edge.saturating_sub(now)))
+}
+
+/// Writes a `pause` record (see `struct tt_pause`) where the kernel's would
+/// go, in time order among them.
+fn record_pause(
+    edge: PauseEdge,
+    stats: &mut CollectStats,
+    sink: &mut impl Sink,
+    in_order: Option<&mut InOrder>,
+) -> anyhow::Result<()> {
+    let (variant, ts_ns, edge_ns) = match edge {
+        PauseEdge::Begin { at_ns, detached_ns } => {
+            (tt_pause_edge::TT_PAUSE_BEGIN, at_ns, detached_ns)
+        }
+        PauseEdge::End {
+            attaching_ns,
+            at_ns,
+        } => (tt_pause_edge::TT_PAUSE_END, at_ns, attaching_ns),
+    };
+    let hdr = tt_hdr {
+        ts_ns,
+        variant: variant as u8,
+        ..tt_hdr::default()
+    };
+    let body = Body::Pause(tt_pause { edge_ns });
+    let mut record = Vec::new();
+    Event::new(hdr, body).encode(&mut record);
+    match in_order {
+        Some(in_order) => in_order.push(&record),
+        None => {
+            stats.events += 1;
+            sink.record(&record)?;
+        }
+    }
+    Ok(())
+}
+
 /// poll(2) for readability; a timeout or a signal is not an error.
 fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) -> anyhow::Result<()> {
     let mut pollfd = libc::pollfd {
@@ -216,7 +266,9 @@ fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) -> anyhow::Result<()
         revents: 0,
     };
     // SAFETY: one valid pollfd for the duration of the call.
-    let rc = unsafe { libc::poll(&mut pollfd, 1, timeout.as_millis() as libc::c_int) };
+    // Rounded up: a wait to a slice's edge must not end before it.
+    let ms = timeout.as_micros().div_ceil(1000) as libc::c_int;
+    let rc = unsafe { libc::poll(&mut pollfd, 1, ms) };
     if rc < 0 {
         let err = std::io::Error::last_os_error();
         if err.kind() != std::io::ErrorKind::Interrupted {
@@ -444,9 +496,9 @@ mod tests {
         }
         // Cut short: written, not counted.
         recording.record(&records[0][..40]).unwrap();
-        // 16 kinds less the 3 of incoming packets (rx_entry, netif_receive,
-        // kfree_skb) carry a cookie of their own: 13, and cookie 7.
-        assert_eq!(recording.sockets(), 14);
+        // 17 kinds less the 3 of incoming packets (rx_entry, netif_receive,
+        // kfree_skb) carry a cookie of their own: 14, and cookie 7.
+        assert_eq!(recording.sockets(), 15);
         assert_eq!(recording.sockets(), flows.len());
         assert_eq!(recording.events(), records.len() as u64 + 1);
         recording.finish(&TraceSummary::default()).unwrap();

@@ -14,6 +14,7 @@ mod plan;
 #[cfg(feature = "bench")]
 mod reference;
 mod ring;
+mod slices;
 mod stages;
 mod stats;
 pub mod symbols;
@@ -25,6 +26,7 @@ pub use plan::{Backend, PlannedProbe, ProbePlan, BACKENDS_VAR, VERIFIER_LOG_VAR}
 #[cfg(feature = "bench")]
 pub use reference::{system_program_stats, ReferencePrograms};
 pub use ring::Ring;
+pub use slices::PauseEdge;
 pub use stages::StageTracer;
 pub use stats::{BpfStatsEnabled, ProgramStats};
 pub use tracefs::{ensure as mount_tracefs, TracefsMount};
@@ -57,6 +59,11 @@ pub struct Filters {
     /// hop; napi_poll is kept 1 in this many per CPU; state, retransmit and
     /// kfree_skb are always kept.
     pub sample_every: u32,
+    /// Sample by time instead: every event of one slice of this many ns in
+    /// each `sample_every`, the probes detached in between (see
+    /// [`Tracer::follow_slices`]); 0: by bytes as above.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sample_slice_ns: u64,
     /// Only the flows of these tasks.
     #[serde(default, skip_serializing_if = "TaskFilter::is_off")]
     pub task: TaskFilter,
@@ -120,10 +127,18 @@ impl Default for TracerOptions {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// The loaded and attached programs. Dropping it detaches them all.
 pub struct Tracer {
     ring: Ring,
     journeys: bool,
+    links: plan::Links,
+    slices: Option<slices::Slices>,
+    /// A pause's edge made before the collector asked (at the start).
+    pending_edge: Option<PauseEdge>,
     ebpf: Ebpf,
     plan: ProbePlan,
 }
@@ -141,10 +156,15 @@ impl Tracer {
         let cpus = aya::util::online_cpus().map_or(1, |cpus| cpus.len().max(1)) as u64;
         let wakeup_bytes = (u64::from(ring_bytes / 4) / cpus).max(1);
         let per_hook = u8::from(options.per_hook);
+        // By time, every event of a traced slice is kept.
+        let sample_every = match options.filters.sample_slice_ns {
+            0 => options.filters.sample_every,
+            _ => 1,
+        };
         let mut loader = EbpfLoader::new();
         filters.apply(loader.btf(Some(&btf)));
         loader
-            .override_global("sample_every", &options.filters.sample_every, true)
+            .override_global("sample_every", &sample_every, true)
             .override_global("wakeup_bytes", &wakeup_bytes, true)
             .override_global("per_hook", &per_hook, true)
             .map_max_entries("events", ring_bytes);
@@ -154,18 +174,79 @@ impl Tracer {
             let _tracefs = tracefs::ensure();
             plan::attach_all(&mut loaded, &btf, &ladder)
         };
-        let mut ebpf = loaded.ebpf;
+        let (mut ebpf, links) = (loaded.ebpf, loaded.links);
         plan::require_attached(&plan)?;
         if let Some(hz) = options.cpu_profile_hz {
             attach_cpu_profile(&mut ebpf, hz)?;
         }
         let ring = Ring::new(ebpf.take_map("events").context("no events map")?)?;
-        Ok(Tracer {
+        let filters = &options.filters;
+        let slices = (filters.sample_slice_ns > 0 && filters.sample_every > 1).then(|| {
+            let now = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
+            let slice = std::time::Duration::from_nanos(filters.sample_slice_ns);
+            slices::Slices::new(
+                filters.sample_every,
+                slice,
+                now,
+                now ^ u64::from(std::process::id()),
+            )
+        });
+        let mut tracer = Tracer {
             ring,
             journeys: !options.per_hook,
+            links,
+            slices,
+            pending_edge: None,
             ebpf,
             plan,
-        })
+        };
+        tracer.pending_edge = tracer.follow_slices()?;
+        Ok(tracer)
+    }
+
+    /// Sampling by time: when the probes next attach or detach
+    /// (CLOCK_MONOTONIC ns); call [`follow_slices`](Self::follow_slices) then.
+    pub fn next_slice_edge_ns(&self) -> Option<u64> {
+        let now = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
+        self.slices.as_ref().map(|s| s.next_edge_ns(now))
+    }
+
+    /// Sampling by time: attaches or detaches the probes as the slice of now
+    /// calls for. Returns the end of a pause it made, if it did.
+    pub fn follow_slices(&mut self) -> anyhow::Result<Option<PauseEdge>> {
+        if let Some(edge) = self.pending_edge.take() {
+            return Ok(Some(edge));
+        }
+        let Some(slices) = &mut self.slices else {
+            return Ok(None);
+        };
+        let now = || crate::os::clock_ns(libc::CLOCK_MONOTONIC);
+        match slices.turn(now()) {
+            slices::Turn::Stay => Ok(None),
+            slices::Turn::Detach => {
+                let leaving = now();
+                self.links.detach();
+                Ok(Some(slices.detached(leaving, now())))
+            }
+            slices::Turn::Attach => {
+                // What the CPUs held when the probes left would otherwise
+                // end the first journeys of this slice.
+                for map in JOURNEY_MAPS {
+                    zero_per_cpu(&self.ebpf, map)?;
+                }
+                let coming = now();
+                self.links
+                    .attach(&mut self.ebpf)
+                    .context("attaching the probes for a slice")?;
+                Ok(Some(slices.attached(coming, now())))
+            }
+        }
+    }
+
+    /// Sampling by time: the end of the pause running now, if one is (the recording ends).
+    pub fn end_slices(&mut self) -> Option<PauseEdge> {
+        let now = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
+        self.slices.as_mut()?.end(now)
     }
 
     /// Whether the ring carries journeys (records of several hooks, out of
@@ -235,6 +316,54 @@ impl Tracer {
         let trace = stacks.get(&u32::try_from(id).ok()?, 0).ok()?;
         Some(trace.frames().iter().map(|f| f.ip).collect())
     }
+}
+
+/// The per-CPU maps of tenge.bpf.c that hold packets between hooks.
+const JOURNEY_MAPS: [&str; 4] = ["tx_journeys", "rx_journeys", "rx_entries", "xmit_stash"];
+
+/// Zeroes element 0 of the per-CPU array `name` on every CPU. aya updates a
+/// per-CPU map only through a Rust type of the value's size; these values
+/// are C structs private to the BPF side, so the update is the syscall's.
+fn zero_per_cpu(ebpf: &Ebpf, name: &str) -> anyhow::Result<()> {
+    use std::os::fd::AsFd;
+    let Some(aya::maps::Map::PerCpuArray(map)) = ebpf.map(name) else {
+        bail!("no per-CPU array {name}");
+    };
+    let stride = (map.info()?.value_size() as usize).next_multiple_of(8);
+    let cpus = aya::util::nr_cpus().map_err(|(path, err)| anyhow::anyhow!("{path}: {err}"))?;
+    let (key, zeros) = (0u32, vec![0u8; stride * cpus]);
+    #[repr(C)]
+    struct MapElemAttr {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    let attr = MapElemAttr {
+        map_fd: map.fd().as_fd().as_raw_fd() as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: zeros.as_ptr() as u64,
+        flags: 0, // BPF_ANY
+    };
+    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+    // SAFETY: the kernel reads the 4-byte key and a value of the map's size
+    // rounded up to 8 per possible CPU, both alive for the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_UPDATE_ELEM,
+            &attr as *const MapElemAttr,
+            std::mem::size_of::<MapElemAttr>(),
+        )
+    };
+    anyhow::ensure!(
+        rc == 0,
+        "clearing {name}: {}",
+        std::io::Error::last_os_error()
+    );
+    Ok(())
 }
 
 fn attach_cpu_profile(ebpf: &mut Ebpf, hz: u64) -> anyhow::Result<()> {

@@ -56,10 +56,41 @@ pub const BACKENDS_VAR: &str = "TENGE_TRACE_BACKENDS";
 pub const VERIFIER_LOG_VAR: &str = "TENGE_TRACE_VERIFIER_LOG";
 
 /// An object's programs, with the CO-RE relocations this kernel could not
-/// give each of them (by program name).
+/// give each of them (by program name), and the links of those attached.
 pub(crate) struct Loaded {
     pub ebpf: Ebpf,
     relocation_failures: HashMap<String, Vec<String>>,
+    pub links: Links,
+}
+
+/// A program's link: dropping it detaches the program, which stays loaded.
+type Link = Box<dyn std::any::Any + Send>;
+
+/// The links of the attached programs, each with the hook and backend it
+/// was attached on: [`Links::detach`] leaves the programs loaded and
+/// [`Links::attach`] attaches them again where they were, as time-sliced
+/// sampling does (no program runs, so none costs anything, between slices).
+#[derive(Default)]
+pub(crate) struct Links {
+    attached: Vec<(String, Hook, Backend, Option<Link>)>,
+}
+
+impl Links {
+    pub fn detach(&mut self) {
+        for (_, _, _, link) in &mut self.attached {
+            *link = None;
+        }
+    }
+
+    pub fn attach(&mut self, ebpf: &mut Ebpf) -> Result<(), ProgramError> {
+        for (name, hook, backend, link) in &mut self.attached {
+            if link.is_none() {
+                let program = ebpf.program_mut(name).ok_or(ProgramError::NotLoaded)?;
+                *link = Some(attach_loaded(program, hook, *backend)?);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Loads an object (maps created, programs relocated, none loaded yet). A
@@ -90,6 +121,7 @@ pub(crate) fn load_object(loader: &mut EbpfLoader<'_>, object: &[u8]) -> anyhow:
     Ok(Loaded {
         ebpf,
         relocation_failures,
+        links: Links::default(),
     })
 }
 
@@ -148,9 +180,13 @@ fn attach_probe(loaded: &mut Loaded, btf: &Btf, spec: &Hook, ladder: &[Backend])
                 continue;
             };
             match attach_program(program, btf, spec, backend) {
-                Ok(()) => {
+                Ok(link) => {
                     planned.backend = Some(backend);
-                    planned.program = name;
+                    planned.program = name.clone();
+                    loaded
+                        .links
+                        .attached
+                        .push((name, *spec, backend, Some(link)));
                     return planned;
                 }
                 Err(err) => {
@@ -193,35 +229,59 @@ fn attach_program(
     btf: &Btf,
     spec: &Hook,
     backend: Backend,
-) -> Result<(), ProgramError> {
+) -> Result<Link, ProgramError> {
     let function = spec.function.unwrap_or(spec.tracepoint);
-    macro_rules! load_attach {
-        ($ty:ty, |$p:ident| $load:expr, $attach:expr) => {{
+    match backend {
+        Backend::TpBtf => {
+            <&mut BtfTracePoint>::try_from(&mut *program)?.load(spec.tracepoint, btf)?
+        }
+        Backend::RawTp => <&mut RawTracePoint>::try_from(&mut *program)?.load()?,
+        Backend::Tracepoint => <&mut TracePoint>::try_from(&mut *program)?.load()?,
+        Backend::Fentry if matches!(program, Program::FExit(_)) => {
+            <&mut FExit>::try_from(&mut *program)?.load(function, btf)?
+        }
+        Backend::Fentry => <&mut FEntry>::try_from(&mut *program)?.load(function, btf)?,
+        Backend::Kprobe => <&mut KProbe>::try_from(&mut *program)?.load()?,
+    }
+    attach_loaded(program, spec, backend).inspect_err(|_| {
+        let _ = unload(program);
+    })
+}
+
+fn unload(program: &mut Program) -> Result<(), ProgramError> {
+    match program {
+        Program::BtfTracePoint(p) => p.unload(),
+        Program::RawTracePoint(p) => p.unload(),
+        Program::TracePoint(p) => p.unload(),
+        Program::FEntry(p) => p.unload(),
+        Program::FExit(p) => p.unload(),
+        Program::KProbe(p) => p.unload(),
+        _ => Ok(()),
+    }
+}
+
+/// Attaches a loaded program on `spec`'s hook; the link is the caller's.
+fn attach_loaded(
+    program: &mut Program,
+    spec: &Hook,
+    backend: Backend,
+) -> Result<Link, ProgramError> {
+    let function = spec.function.unwrap_or(spec.tracepoint);
+    macro_rules! owned {
+        ($ty:ty, |$p:ident| $attach:expr) => {{
             let $p: &mut $ty = program.try_into()?;
-            $load?;
-            if let Err(err) = $attach {
-                $p.unload()?;
-                return Err(err);
-            }
-            Ok(())
+            let id = $attach?;
+            Ok(Box::new($p.take_link(id)?))
         }};
     }
     match backend {
-        Backend::TpBtf => load_attach!(BtfTracePoint, |p| p.load(spec.tracepoint, btf), p.attach()),
-        Backend::RawTp => load_attach!(RawTracePoint, |p| p.load(), p.attach(spec.tracepoint)),
-        Backend::Tracepoint => {
-            load_attach!(
-                TracePoint,
-                |p| p.load(),
-                p.attach(spec.category, spec.tracepoint)
-            )
-        }
+        Backend::TpBtf => owned!(BtfTracePoint, |p| p.attach()),
+        Backend::RawTp => owned!(RawTracePoint, |p| p.attach(spec.tracepoint)),
+        Backend::Tracepoint => owned!(TracePoint, |p| p.attach(spec.category, spec.tracepoint)),
         // fexit where the figure is the return value (tcp_recvmsg's).
-        Backend::Fentry if matches!(program, Program::FExit(_)) => {
-            load_attach!(FExit, |p| p.load(function, btf), p.attach())
-        }
-        Backend::Fentry => load_attach!(FEntry, |p| p.load(function, btf), p.attach()),
-        Backend::Kprobe => load_attach!(KProbe, |p| p.load(), p.attach(function, 0)),
+        Backend::Fentry if matches!(program, Program::FExit(_)) => owned!(FExit, |p| p.attach()),
+        Backend::Fentry => owned!(FEntry, |p| p.attach()),
+        Backend::Kprobe => owned!(KProbe, |p| p.attach(function, 0)),
     }
 }
 

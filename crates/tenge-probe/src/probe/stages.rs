@@ -29,6 +29,7 @@ unsafe impl aya::Pod for MapValue<tt_hook_counts> {}
 /// The attached aggregation programs. Dropping it detaches them and frees
 /// their maps.
 pub struct StageTracer {
+    _links: plan::Links,
     ebpf: Ebpf,
     plan: ProbePlan,
 }
@@ -63,6 +64,7 @@ impl StageTracer {
                 .extend(Self::attach_task_marks(&mut loaded, &btf)?.probes);
         }
         Ok(StageTracer {
+            _links: loaded.links,
             ebpf: loaded.ebpf,
             plan,
         })

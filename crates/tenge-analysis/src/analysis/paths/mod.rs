@@ -32,6 +32,7 @@ mod tx;
 pub(crate) use report::aligned;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
+use super::pauses::{Pauses, Turn};
 use crate::event::{Body, Event, FlowKey};
 use crate::flow::{place, prefetch, EventKey, KeyMap};
 pub use stats::StageSpan;
@@ -51,6 +52,10 @@ pub fn seq_after(a: u32, b: u32) -> bool {
 pub struct PathConfig {
     /// The rate the trace was sampled at (`Filters::sample_every`); 1: every event.
     pub sample_every: u32,
+    /// Sampled by time slices of this many ns (`record --slice`), not by
+    /// blocks of bytes: every byte of a traced slice was kept. Counts are
+    /// scaled by `sample_every` all the same.
+    pub sample_slice_ns: u64,
     /// A segment that leaves TCP later than this after its write was held.
     pub held_after_ns: u64,
     /// A packet that makes no progress inside the stack for this long is dropped.
@@ -69,10 +74,31 @@ pub struct PathConfig {
     pub spans: bool,
 }
 
+impl PathConfig {
+    /// The defaults, for a recording sampled as `meta` says.
+    pub fn of_recording(meta: &crate::trace_file::TraceMeta) -> PathConfig {
+        PathConfig {
+            sample_every: meta.sample_every.max(1),
+            sample_slice_ns: meta.sample_slice_ns,
+            ..PathConfig::default()
+        }
+    }
+
+    /// The 1-in-N of the kernel's rule on bytes ([`sampled_byte`](crate::event::sampled_byte)):
+    /// 1 when sampled by time, every byte of a slice kept.
+    pub fn byte_every(&self) -> u32 {
+        match self.sample_slice_ns {
+            0 => self.sample_every,
+            _ => 1,
+        }
+    }
+}
+
 impl Default for PathConfig {
     fn default() -> Self {
         PathConfig {
             sample_every: 1,
+            sample_slice_ns: 0,
             held_after_ns: 50_000,
             stale_ns: 1_000_000_000,
             app_wait_ns: 60_000_000_000,
@@ -207,7 +233,11 @@ pub struct PathAnalyzer {
     overall: PathTable,
     napi: Vec<NapiAcc>,
     counters: Counters,
+    /// The first event's time and the latest (0: none yet), and the time
+    /// paused between them (sampling by time).
+    first_ns: u64,
     now_ns: u64,
+    pauses: Pauses,
     next_sweep_ns: u64,
     /// Flows created so far; the first `max_flow_breakdown` get a breakdown.
     created: u64,
@@ -236,7 +266,9 @@ impl PathAnalyzer {
             overall: PathTable::default(),
             napi: Vec::new(),
             counters: Counters::default(),
+            first_ns: 0,
             now_ns: 0,
+            pauses: Pauses::default(),
             next_sweep_ns: 0,
             created: 0,
             free: Vec::new(),
@@ -266,6 +298,11 @@ impl PathAnalyzer {
         if ts > self.now_ns {
             self.advance_clock(ts);
         }
+        match self.pauses.turn(ev) {
+            Turn::Traced => {}
+            Turn::Began => return self.pause(),
+            Turn::Skipped => return,
+        }
         // Whether the event may start tracking a flow: the first data it sees.
         let create = match &ev.body {
             Body::Sendmsg(_) => true,
@@ -279,6 +316,7 @@ impl PathAnalyzer {
             | Body::AppRead(_) => false,
             Body::NapiPoll(p) => return self.napi_poll(p.ifindex, p.work, p.budget),
             Body::KfreeSkb(b) => return self.kfree_skb(ev, b.seq, b.len),
+            Body::Pause(_) => return,
             Body::State(_) | Body::Retransmit(_) | Body::CpuSample(_) | Body::SockTask(_) => return,
         };
         // Device-layer packets name the flow by addresses ([`socket_key`]):
@@ -301,9 +339,24 @@ impl PathAnalyzer {
         }
     }
 
+    /// What the counts so far are multiplied by (see [`PathReport::scale`]).
+    fn scale(&self) -> report::Scale {
+        let every = f64::from(self.cfg.sample_every.max(1));
+        let elapsed = self.now_ns.saturating_sub(self.first_ns);
+        let traced = elapsed.saturating_sub(self.pauses.total_ns);
+        report::Scale(match self.cfg.sample_slice_ns {
+            0 => every,
+            _ if traced == 0 => every,
+            _ => elapsed as f64 / traced as f64,
+        })
+    }
+
     /// Time moved on to `ts`: packets that made no progress for too long are swept now and then.
     #[inline(never)]
     fn advance_clock(&mut self, ts: u64) {
+        if self.first_ns == 0 {
+            self.first_ns = ts;
+        }
         self.now_ns = ts;
         if ts >= self.next_sweep_ns {
             self.sweep();
@@ -339,7 +392,20 @@ impl PathAnalyzer {
             | Body::State(_)
             | Body::Retransmit(_)
             | Body::CpuSample(_)
-            | Body::SockTask(_) => {}
+            | Body::SockTask(_)
+            | Body::Pause(_) => {}
+        }
+    }
+
+    /// Nothing is traced for a while (sampling by time): the packets in
+    /// flight will not be seen going on, so they end here, as at the end
+    /// of a trace, counted apart.
+    #[cold]
+    fn pause(&mut self) {
+        for i in 0..self.flows.len() {
+            let (flow, mut ctx) = self.parts(i);
+            let cut = flow.rx.drain(&mut ctx) + flow.tx.cut();
+            ctx.counters.evictions.cut_by_pause += cut;
         }
     }
 
@@ -350,6 +416,7 @@ impl PathAnalyzer {
     /// [`finish`](Self::finish), and the spans not yet taken, those of the
     /// packets still in flight included.
     pub fn finish_with_spans(mut self) -> (PathReport, Vec<StageSpan>) {
+        let scale = self.scale();
         for i in 0..self.flows.len() {
             let (flow, mut ctx) = self.parts(i);
             let in_flight = flow.rx.drain(&mut ctx) + flow.tx.in_flight();
@@ -360,12 +427,13 @@ impl PathAnalyzer {
             let table = f.table.as_deref()?;
             Some((
                 f.created,
-                report::flow_paths(&self.cfg, &f.key, f.cookie, table),
+                report::flow_paths(scale, &f.key, f.cookie, table),
             ))
         }));
         rows.sort_unstable_by_key(|&(created, _)| created);
         let report = report::build(
             &self.cfg,
+            scale,
             &self.overall,
             rows.into_iter().map(|(_, row)| row).collect(),
             &self.napi,
@@ -414,7 +482,7 @@ impl PathAnalyzer {
             self.last_flow = None;
         }
         if let Some(table) = flow.table {
-            let row = report::flow_paths(&self.cfg, &flow.key, flow.cookie, &table);
+            let row = report::flow_paths(self.scale(), &flow.key, flow.cookie, &table);
             self.retired_rows.push((flow.created, row));
         }
         self.free.push(i);

@@ -9,8 +9,16 @@ use std::fmt::Write as _;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PathReport {
-    /// 1-in-N packet sampling; `packets` and `total_ns` are scaled by it.
+    /// 1-in-N packet sampling.
     pub sample_every: u32,
+    /// What `packets` and `total_ns` were multiplied by: `sample_every`, or,
+    /// sampled by time, the time elapsed over the time traced (measured
+    /// between the pauses: attaching and detaching the probes lengthen
+    /// each slice a little).
+    pub scale: f64,
+    /// Sampled by time, one slice of this many ns in `sample_every` (0: by sequence number).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sample_slice_ns: u64,
     /// How to read the counts, in words.
     pub note: String,
     /// Per dimension: every path of a dimension adds up to its direction's packets.
@@ -122,19 +130,16 @@ pub struct Evictions {
     pub flows_without_breakdown: u64,
     /// Packets still in flight when the trace ended.
     pub in_flight_at_end: u64,
+    /// Packets in flight when a pause of sampling by time began.
+    pub cut_by_pause: u64,
     /// Writes forgotten (stale or over capacity) before their bytes left TCP:
     /// those bytes show up as `write_unseen`.
     pub writes_dropped: u64,
 }
 
 /// One flow's breakdown, from its own path table.
-pub(super) fn flow_paths(
-    cfg: &PathConfig,
-    key: &FlowKey,
-    cookie: u64,
-    table: &PathTable,
-) -> FlowPaths {
-    let (paths, combined) = entries(table, cfg.sample_every.max(1) as u64);
+pub(super) fn flow_paths(scale: Scale, key: &FlowKey, cookie: u64, table: &PathTable) -> FlowPaths {
+    let (paths, combined) = entries(table, scale);
     FlowPaths {
         cookie,
         netns: key.netns,
@@ -148,16 +153,21 @@ pub(super) fn flow_paths(
 /// `flows`: the per-flow breakdowns ([`flow_paths`]).
 pub(super) fn build(
     cfg: &PathConfig,
+    scale: Scale,
     overall: &PathTable,
     flows: Vec<FlowPaths>,
     napi: &[NapiAcc],
     counters: &Counters,
 ) -> PathReport {
-    let scale = cfg.sample_every.max(1) as u64;
     let (paths, combined) = entries(overall, scale);
-    let note = if scale > 1 {
+    let every = cfg.sample_every.max(1);
+    let by = match cfg.sample_slice_ns {
+        0 => "sequence number".to_string(),
+        ns => format!("time (slices of {})", duration(ns)),
+    };
+    let note = if every > 1 {
         format!(
-            "1-in-{scale} sampling by sequence number: packets and total_ns are scaled by {scale}; \
+            "1-in-{every} sampling by {by}: packets and total_ns are scaled by {scale}; \
              stage counts and quantiles are over the sampled packets"
         )
     } else {
@@ -165,7 +175,9 @@ pub(super) fn build(
     };
     let fraction = |part: u64, all: u64| (all > 0).then(|| part as f64 / all as f64);
     PathReport {
-        sample_every: scale as u32,
+        sample_every: every,
+        scale: scale.0,
+        sample_slice_ns: cfg.sample_slice_ns,
         note,
         paths,
         combined,
@@ -184,7 +196,7 @@ pub(super) fn build(
 }
 
 /// Per-dimension entries (merged over the other dimensions) and per full path.
-fn entries(table: &PathTable, scale: u64) -> (Vec<PathEntry>, Vec<PathEntry>) {
+fn entries(table: &PathTable, scale: Scale) -> (Vec<PathEntry>, Vec<PathEntry>) {
     let mut by_dimension = Vec::new();
     let mut combined = Vec::new();
     for (dir_index, spec) in DIRECTIONS.iter().enumerate() {
@@ -239,7 +251,7 @@ fn entry(
     condition: String,
     acc: &PathAcc,
     dir_packets: u64,
-    scale: u64,
+    scale: Scale,
 ) -> PathEntry {
     let stages = spec
         .stages
@@ -252,7 +264,7 @@ fn entry(
         dimension,
         path,
         condition,
-        packets: acc.packets * scale,
+        packets: scale.of(acc.packets),
         sampled_packets: acc.packets,
         share: if dir_packets > 0 {
             acc.packets as f64 / dir_packets as f64
@@ -264,7 +276,7 @@ fn entry(
     }
 }
 
-fn stage_stats(stage: &'static str, s: &StageAcc, scale: u64) -> StageStats {
+fn stage_stats(stage: &'static str, s: &StageAcc, scale: Scale) -> StageStats {
     let count = s.hist.len();
     StageStats {
         stage,
@@ -274,17 +286,17 @@ fn stage_stats(stage: &'static str, s: &StageAcc, scale: u64) -> StageStats {
         p99_ns: s.quantile(0.99),
         max_ns: s.max_ns,
         mean_ns: s.sum_ns.checked_div(count).unwrap_or(0),
-        total_ns: s.sum_ns.saturating_mul(scale),
+        total_ns: scale.of(s.sum_ns),
     }
 }
 
-fn napi_stats(n: &NapiAcc, scale: u64) -> NapiStats {
+fn napi_stats(n: &NapiAcc, scale: Scale) -> NapiStats {
     NapiStats {
         ifindex: n.ifindex,
-        polls: n.polls * scale,
-        packets: n.packets * scale,
+        polls: scale.of(n.polls),
+        packets: scale.of(n.packets),
         budget: n.budget,
-        polls_at_budget: n.polls_at_budget * scale,
+        polls_at_budget: scale.of(n.polls_at_budget),
         at_budget_share: n.polls_at_budget as f64 / n.polls.max(1) as f64,
         work_mean: n.packets as f64 / n.polls.max(1) as f64,
         work_p50: n.work_quantile(0.5),
@@ -294,7 +306,7 @@ fn napi_stats(n: &NapiAcc, scale: u64) -> NapiStats {
         work_histogram: n
             .polls_by_work
             .iter()
-            .map(|(&work, &polls)| [work as u64, polls * scale])
+            .map(|(&work, &polls)| [work as u64, scale.of(polls)])
             .collect(),
     }
 }
@@ -381,7 +393,7 @@ impl PathReport {
         let _ = writeln!(
             out,
             "evictions: stale {}, capacity {}, superseded {}, dropped {}, driver_error {}, events over flow cap {}, \
-             in flight at end {}, writes dropped {}",
+             in flight at end {}, cut by pauses {}, writes dropped {}",
             e.stale,
             e.capacity,
             e.superseded,
@@ -389,6 +401,7 @@ impl PathReport {
             e.driver_error,
             e.events_over_flow_cap,
             e.in_flight_at_end,
+            e.cut_by_pause,
             e.writes_dropped
         );
         let _ = writeln!(out, "counts: {}", self.note);
@@ -450,4 +463,29 @@ fn column_blocks(widths: &[usize], keys: usize, width: Option<usize>) -> Vec<Vec
     }
     blocks.push(block);
     blocks
+}
+
+/// What sampled counts are multiplied by to stand for every packet.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Scale(pub f64);
+
+impl std::fmt::Display for Scale {
+    /// A whole factor as it is (8), one measured to two places (8.37).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.fract() == 0.0 {
+            true => write!(f, "{}", self.0),
+            false => write!(f, "{:.2}", self.0),
+        }
+    }
+}
+
+impl Scale {
+    /// `n` scaled, to the nearest whole (exact for a whole factor).
+    pub fn of(self, n: u64) -> u64 {
+        (n as f64 * self.0).round() as u64
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -151,7 +151,7 @@ fn push_capped(queue: &mut VecDeque<Unit>, unit: Unit, ctx: &mut Ctx) {
 
 /// Whether sampling keeps the unit `[seq, seq + len)` (`len > 0`).
 fn last_byte_sampled(seq: u32, len: u32, ctx: &Ctx) -> bool {
-    sampled_byte(seq.wrapping_add(len - 1), ctx.cfg.sample_every)
+    sampled_byte(seq.wrapping_add(len - 1), ctx.cfg.byte_every())
 }
 
 /// Inserts by seq, searching from the back where new data lands.

@@ -600,6 +600,63 @@ fn drops_and_capacity_are_counted() {
     assert_eq!(report.coverage.rx_packets, 4);
 }
 
+/// Sampled by time: the events between a pause's two edges are skipped, the
+/// packet in flight when it began is cut there (as at the end of a trace),
+/// and counts are scaled by the time elapsed over the time traced.
+#[test]
+fn a_pause_skips_its_events_cuts_what_is_in_flight_and_scales_by_time() {
+    use crate::abi::tt_pause_edge::{TT_PAUSE_BEGIN, TT_PAUSE_END};
+    let edge = |ts_ns: u64, edge: crate::abi::tt_pause_edge| {
+        let hdr = tt_hdr {
+            ts_ns,
+            variant: edge as u8,
+            ..Default::default()
+        };
+        Event::new(hdr, Body::Pause(crate::abi::tt_pause { edge_ns: ts_ns }))
+    };
+    // 40 packets 100 µs apart, 5 µs each from the driver to the read.
+    let start = |i: u64| 1_000_000 + i * 100_000;
+    let mut events = Vec::new();
+    for i in 0..40u64 {
+        let offsets = [0, 1_000, 2_000, 3_000, 4_000, 5_000];
+        let seq = 1 + i as u32 * MSS;
+        events.extend(rx::full_path(start(i), 0xa00 + i, seq, offsets, 0));
+        if i == 10 {
+            // Between packet 10's TCP hop and its wakeup.
+            events.insert(events.len() - 3, edge(start(10) + 2_500, TT_PAUSE_BEGIN));
+        }
+    }
+    // Before packet 30: packets 11 to 29 fall inside the pause.
+    let end_at = events
+        .iter()
+        .position(|e| e.hdr.ts_ns == start(30))
+        .unwrap();
+    events.insert(end_at, edge(start(30), TT_PAUSE_END));
+    let report = run(
+        PathConfig {
+            sample_every: 8,
+            sample_slice_ns: 1_000_000,
+            ..Default::default()
+        },
+        &events,
+    );
+    assert_eq!(report.evictions.cut_by_pause, 1);
+    let elapsed = (start(39) + 5_000 - start(0)) as f64;
+    let paused = (start(30) - (start(10) + 2_500)) as f64;
+    assert!(
+        (report.scale - elapsed / (elapsed - paused)).abs() < 1e-9,
+        "{}",
+        report.scale
+    );
+    // Packets 0 to 10 (10 cut after TCP) and 30 to 39.
+    let direct = path(&report, "rx", "direct");
+    assert_eq!(direct.sampled_packets, 21);
+    assert_eq!(direct.packets, (21.0 * report.scale).round() as u64);
+    assert_eq!(stage(direct, "napi").count, 21);
+    assert_eq!(stage(direct, "read").count, 20);
+    assert!(report.note.contains("by time"), "{}", report.note);
+}
+
 /// Block `b` of sequence space starts here.
 fn block(b: u32) -> u32 {
     b * crate::event::SAMPLE_BLOCK

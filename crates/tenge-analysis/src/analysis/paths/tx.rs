@@ -123,7 +123,7 @@ impl TxFlow {
                 false => seg_len.max(1).min(body.len - offset),
             };
             offset += len;
-            if !sampled_byte(seq, ctx.cfg.sample_every) {
+            if !sampled_byte(seq, ctx.cfg.byte_every()) {
                 continue;
             }
             // Followed to the driver by a kept byte: the GSO piece holding it is kept.
@@ -287,6 +287,13 @@ impl TxFlow {
     /// Skbs still queued when the trace ends.
     pub fn in_flight(&self) -> u64 {
         self.queued.len() as u64
+    }
+
+    /// Forgets the skbs queued, which a pause cut off: how many.
+    pub fn cut(&mut self) -> u64 {
+        let n = self.in_flight();
+        self.queued.clear();
+        n
     }
 
     /// Nothing left that a sweep or the end of the trace would count: no

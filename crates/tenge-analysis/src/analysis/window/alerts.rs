@@ -120,7 +120,7 @@ impl<'a> Alerts<'a> {
     }
 
     /// No alerts: for events no analysis looked at.
-    pub(super) fn none() -> Alerts<'a> {
+    pub(crate) fn none() -> Alerts<'a> {
         Alerts(None)
     }
 }

@@ -508,6 +508,12 @@ impl LimitTracker {
         self.last_ns = Some(self.last_ns.map_or(ts_ns, |l| l.max(ts_ns)));
     }
 
+    /// Nothing was traced for a while: the time until the next event is
+    /// charged to no limit (the kernel's chrono still counts it).
+    pub fn forget_gap(&mut self) {
+        self.last_ns = None;
+    }
+
     pub fn busy_ns(&self) -> u64 {
         BUSY_LIMITS.iter().map(|&l| self.ns[l as usize]).sum()
     }

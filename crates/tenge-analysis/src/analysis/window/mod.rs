@@ -31,6 +31,7 @@ pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowCl
 pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
+use super::pauses::{self, Pauses};
 use crate::event::{addr_text, Body, Event};
 use crate::export::table::duration;
 use crate::flow::{place, prefetch_span, FastMap};
@@ -246,6 +247,15 @@ impl Flow {
 
     fn is_vacant(&self) -> bool {
         self.cookie == 0
+    }
+
+    /// Nothing is traced for a while (a pause of sampling by time): a stall
+    /// open ends unseen at the last event, as at the end of a trace, and
+    /// the gap is charged to no limit.
+    fn pause(&mut self) {
+        self.send_stalls.finish(self.last_ns);
+        self.recv_stalls.finish(self.last_ns);
+        self.limits.forget_gap();
     }
 
     /// Closes the stalls still open and returns the receive side's report.
@@ -882,6 +892,8 @@ pub struct WindowAnalyzer {
     free: Vec<usize>,
     /// `model_mismatches` of the retired sockets' reports.
     retired_mismatches: u64,
+    /// The pauses of sampling by time: events inside them are skipped.
+    pauses: Pauses,
 }
 
 /// A socket's window analysis at its retirement.
@@ -907,6 +919,7 @@ impl WindowAnalyzer {
             jiffies: None,
             free: Vec::new(),
             retired_mismatches: 0,
+            pauses: Pauses::default(),
         }
     }
 
@@ -924,17 +937,33 @@ impl WindowAnalyzer {
     /// them then costs two tests, not a call to the analysis.
     #[inline]
     pub(crate) fn push_at(&mut self, ev: &Event, socket: Option<usize>) -> Alerts<'_> {
+        match self.pauses.turn(ev) {
+            pauses::Turn::Traced => {}
+            pauses::Turn::Began => {
+                self.pause();
+                return Alerts::none();
+            }
+            pauses::Turn::Skipped => return Alerts::none(),
+        }
         if Self::takes(ev) {
             self.analyze(ev, ev.hdr.sock_cookie, socket);
             return Alerts::take(&mut self.alerts);
         }
-        if let Body::State(st) = &ev.body {
-            if st.newstate == TCP_CLOSE && ev.hdr.sock_cookie != 0 {
+        match &ev.body {
+            Body::State(st) if st.newstate == TCP_CLOSE && ev.hdr.sock_cookie != 0 => {
                 self.closed(ev, socket);
-                return Alerts::take(&mut self.alerts);
+                Alerts::take(&mut self.alerts)
             }
+            _ => Alerts::none(),
         }
-        Alerts::none()
+    }
+
+    /// Nothing is traced for a while: see [`Flow::pause`].
+    #[cold]
+    fn pause(&mut self) {
+        for flow in self.flows.iter_mut().filter(|f| !f.is_vacant()) {
+            flow.pause();
+        }
     }
 
     /// A socket closed: its episodes end (cleared alerts); it is not created.

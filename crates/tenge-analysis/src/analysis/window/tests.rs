@@ -230,6 +230,51 @@ fn stall_open_at_the_end_of_the_trace() {
     );
 }
 
+/// A pause's edge (`struct tt_pause`) at `ts_ns`.
+fn pause_edge(ts_ns: u64, edge: crate::abi::tt_pause_edge) -> Event {
+    let hdr = tt_hdr {
+        ts_ns,
+        variant: edge as u8,
+        ..Default::default()
+    };
+    Event::new(hdr, Body::Pause(crate::abi::tt_pause { edge_ns: ts_ns }))
+}
+
+/// Sampled by time: a stall open when a pause begins ends there, unseen
+/// (`ended` false, at the socket's last event), and is not stretched over
+/// the pause; the events of the pause's edges are skipped; the time of the
+/// pause is charged to no limit, and the next stall is a new one.
+#[test]
+fn a_pause_cuts_a_stall_and_is_charged_to_no_limit() {
+    use crate::abi::tt_pause_edge::{TT_PAUSE_BEGIN, TT_PAUSE_END};
+    let s = &SENDER;
+    let events = [
+        s.rcv(0, ack(0, 0, 8948, 50000, 8948)),
+        // Window 0 with data waiting: a stall from 10 ms.
+        s.rcv(10 * MS, ack(0, 8948, 8948, 50000, 0)),
+        s.rcv(40 * MS, ack(8948, 8948, 8948, 50000, 0)),
+        pause_edge(50 * MS, TT_PAUSE_BEGIN),
+        // Of a probe still there as the others left: skipped.
+        s.rcv(51 * MS, ack(8948, 8948, 8948, 50000, 8948)),
+        s.rcv(990 * MS, ack(8948, 8948, 8948, 50000, 0)),
+        pause_edge(1000 * MS, TT_PAUSE_END),
+        // Still closed after the pause: a stall of its own from here.
+        s.rcv(1010 * MS, ack(8948, 8948, 8948, 50000, 0)),
+        s.rcv(1030 * MS, ack(8948, 17896, 17896, 50000, 8948)),
+    ];
+    let (_, report) = run(WindowConfig::default(), &events);
+    let flow = &report.flows[0];
+    let spans: Vec<_> = flow
+        .window
+        .sws_stalls
+        .iter()
+        .map(|s| (s.start_ns / MS, s.end_ns / MS, s.ended))
+        .collect();
+    assert_eq!(spans, [(10, 40, false), (1010, 1030, true)]);
+    // Busy: 40 ms before the pause, 20 ms after; the 960 ms between are no one's.
+    assert_eq!(flow.limits.busy_ns + flow.limits.idle_ns, 60 * MS);
+}
+
 #[test]
 fn receiver_only_stall_counts_incoming_probes() {
     let r = &RECEIVER;
