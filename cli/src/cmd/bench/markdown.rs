@@ -575,10 +575,11 @@ const WHY_SAMPLED: &str = "Sampled 1/64, every probe still runs on every hook hi
 and the first hop of each journey still probe-reads the headers to learn the byte range the \
 decision is keyed on (the later hops of the same skb learn it from the journey with a load); \
 the socket probes decide on their own bytes. What remains is the per-hit cost (the 1/64 rows \
-of the in-kernel table) times about thirteen hits per segment. What would close it: fewer \
-hooks per packet where the kernel offers one that sees socket and segment at once (fentry on \
-tcp_transmit_skb and tcp_v4_do_rcv, absent on this kernel), a time-sliced mode that detaches \
-between slices, and a host whose transfer leaves a core idle.";
+of the in-kernel table) times about thirteen hits per segment, which no choice inside the \
+programs removes: the empty program alone costs its dispatch on every hit. Sampling by time \
+(`--slice`, the row below) is what avoids it, by detaching the probes between slices; by bytes, \
+fewer hooks per packet where the kernel offers one that sees socket and segment at once \
+(fentry on tcp_transmit_skb and tcp_v4_do_rcv, absent on this kernel) would.";
 
 const WHY_SLICED: &str = "Between slices no probe is attached and the transfer runs \
 untraced; what remains is the traced slice (1/64 of the time at the full per-packet cost, so \
@@ -591,7 +592,11 @@ once, whose dispatch then costs every hit again).";
 const WHY_STAGES: &str = "`tenge-trace stages` sends no record, but its programs run on \
 every hit of about six hooks per packet and read the headers at the first hook of each \
 direction (the Stages rows of the in-kernel table); on 100-byte segments that is what 1/64 \
-sampling costs. What would close it: the same as for sampling.";
+sampling costs: at least the empty program's dispatch on each of those hits (the floor \
+above), which no program on these hooks avoids while it counts every packet. What would close \
+it: fewer hooks per packet (fentry on the functions that see socket and segment at once, \
+absent on this kernel), or counting time slices instead of every packet, as `--slice` does \
+for records.";
 
 const WHY_RECORDS: &str = "The socket calls still travel alone (see \"every packet\" \
 above): per 100-byte segment about 2.6 write iterations, 0.7 copies and 0.4 reads, more than \

@@ -11,7 +11,7 @@ pub mod window;
 
 pub use retired::{FoldedTotals, RetireConfig, RetiredTotals, RetirementReport};
 
-use crate::event::{is_incoming_packet, Body, Event};
+use crate::event::{is_incoming_packet, Event};
 use crate::flow::{EventKey, FlowInfo, FlowTable};
 use crate::trace_file::{Ahead, Damage};
 use paths::{PathAnalyzer, PathConfig, PathReport};
@@ -41,7 +41,6 @@ pub struct Analysis {
     events: u64,
     first_ns: Option<u64>,
     last_ns: u64,
-    pauses: Pauses,
     /// The own cookie of the latest event [`prefetch`](Self::prefetch) loaded
     /// a socket's state for (0: none), and whether with its window state.
     ahead_loaded: (u64, bool),
@@ -136,7 +135,6 @@ impl Analysis {
             events: 0,
             first_ns: None,
             last_ns: 0,
-            pauses: Pauses::default(),
             ahead_loaded: (0, false),
         }
     }
@@ -146,10 +144,14 @@ impl Analysis {
         self.events += 1;
         self.first_ns.get_or_insert(ev.hdr.ts_ns);
         self.last_ns = self.last_ns.max(ev.hdr.ts_ns);
-        // The analyses below follow the pause records themselves.
-        let turn = self.pauses.turn(ev);
-        if turn == pauses::Turn::Skipped && !matches!(ev.body, Body::Pause(_)) {
-            return Alerts::none();
+        match self.paths.follow_pauses(ev) {
+            pauses::Turn::Traced => {}
+            pauses::Turn::Began => {
+                self.paths.pause();
+                self.window.pause();
+                return Alerts::none();
+            }
+            pauses::Turn::Skipped => return Alerts::none(),
         }
         // One key for both: the table's and the paths' views of an event agree.
         let key = EventKey::of(ev);
@@ -288,6 +290,7 @@ impl Analysis {
         // Stable sorts: without retired rows, the orders stay as they were.
         sockets.sort_by_key(|f| std::cmp::Reverse(f.bytes_sent + f.bytes_received));
         window.flows.sort_by_key(|f| f.sock_cookie);
+        let pauses = Some(self.paths.pauses()).filter(|p| p.count > 0);
         let (path_costs, spans) = self.paths.finish_with_spans();
         let report = Report {
             tool_version: env!("CARGO_PKG_VERSION"),
@@ -298,7 +301,7 @@ impl Analysis {
             hits_not_run: provenance.hits_not_run,
             damage: provenance.damage,
             duration_ns: self.first_ns.map_or(0, |first| self.last_ns - first),
-            pauses: (self.pauses.count > 0).then_some(self.pauses),
+            pauses,
             model_mismatches: window.model_mismatches,
             jiffies_hz: window.jiffies_hz,
             flows: window.flows,

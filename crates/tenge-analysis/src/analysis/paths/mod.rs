@@ -32,7 +32,7 @@ mod tx;
 pub(crate) use report::aligned;
 pub use report::{Coverage, Evictions, FlowPaths, NapiStats, PathEntry, PathReport, StageStats};
 
-use super::pauses::{Pauses, Turn};
+pub(crate) use super::pauses::{Pauses, Turn};
 use crate::event::{Body, Event, FlowKey};
 use crate::flow::{place, prefetch, EventKey, KeyMap};
 pub use stats::StageSpan;
@@ -283,7 +283,29 @@ impl PathAnalyzer {
     }
 
     pub fn push(&mut self, ev: &Event) {
-        self.push_keyed(ev, &EventKey::of(ev), None);
+        match self.follow_pauses(ev) {
+            Turn::Traced => self.push_keyed(ev, &EventKey::of(ev), None),
+            Turn::Began => self.pause(),
+            Turn::Skipped => {}
+        }
+    }
+
+    /// Where `ev` stands against the pauses (sampling by time), which the
+    /// caller then follows: [`push_keyed`](Self::push_keyed) a traced event,
+    /// [`pause`](Self::pause) at a pause's beginning, nothing else. A pause's
+    /// edges move the clock on: the time they cover counts in the scale.
+    #[inline]
+    pub(crate) fn follow_pauses(&mut self, ev: &Event) -> Turn {
+        let turn = self.pauses.turn(ev);
+        if turn != Turn::Traced && matches!(ev.body, Body::Pause(_)) && ev.hdr.ts_ns > self.now_ns {
+            self.advance_clock(ev.hdr.ts_ns);
+        }
+        turn
+    }
+
+    /// The pauses so far.
+    pub(crate) fn pauses(&self) -> Pauses {
+        self.pauses
     }
 
     /// [`push`](Self::push) with the event's key computed by the caller, and
@@ -297,11 +319,6 @@ impl PathAnalyzer {
         let ts = ev.hdr.ts_ns;
         if ts > self.now_ns {
             self.advance_clock(ts);
-        }
-        match self.pauses.turn(ev) {
-            Turn::Traced => {}
-            Turn::Began => return self.pause(),
-            Turn::Skipped => return,
         }
         // Whether the event may start tracking a flow: the first data it sees.
         let create = match &ev.body {
@@ -401,7 +418,7 @@ impl PathAnalyzer {
     /// flight will not be seen going on, so they end here, as at the end
     /// of a trace, counted apart.
     #[cold]
-    fn pause(&mut self) {
+    pub(crate) fn pause(&mut self) {
         for i in 0..self.flows.len() {
             let (flow, mut ctx) = self.parts(i);
             let cut = flow.rx.drain(&mut ctx) + flow.tx.cut();

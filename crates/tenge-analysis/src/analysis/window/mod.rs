@@ -892,7 +892,8 @@ pub struct WindowAnalyzer {
     free: Vec<usize>,
     /// `model_mismatches` of the retired sockets' reports.
     retired_mismatches: u64,
-    /// The pauses of sampling by time: events inside them are skipped.
+    /// The pauses of sampling by time, when pushed alone ([`push`](Self::push)):
+    /// events inside them are skipped. [`Analysis`](crate::analysis::Analysis) follows them itself.
     pauses: Pauses,
 }
 
@@ -925,7 +926,14 @@ impl WindowAnalyzer {
 
     /// Feeds one event; returns the alerts it started (usually none).
     pub fn push(&mut self, ev: &Event) -> Alerts<'_> {
-        self.push_at(ev, None)
+        match self.pauses.turn(ev) {
+            pauses::Turn::Traced => self.push_at(ev, None),
+            pauses::Turn::Began => {
+                self.pause();
+                Alerts::none()
+            }
+            pauses::Turn::Skipped => Alerts::none(),
+        }
     }
 
     /// [`push`](Self::push) with the event's socket found by the caller:
@@ -937,14 +945,6 @@ impl WindowAnalyzer {
     /// them then costs two tests, not a call to the analysis.
     #[inline]
     pub(crate) fn push_at(&mut self, ev: &Event, socket: Option<usize>) -> Alerts<'_> {
-        match self.pauses.turn(ev) {
-            pauses::Turn::Traced => {}
-            pauses::Turn::Began => {
-                self.pause();
-                return Alerts::none();
-            }
-            pauses::Turn::Skipped => return Alerts::none(),
-        }
         if Self::takes(ev) {
             self.analyze(ev, ev.hdr.sock_cookie, socket);
             return Alerts::take(&mut self.alerts);
@@ -960,7 +960,7 @@ impl WindowAnalyzer {
 
     /// Nothing is traced for a while: see [`Flow::pause`].
     #[cold]
-    fn pause(&mut self) {
+    pub(crate) fn pause(&mut self) {
         for flow in self.flows.iter_mut().filter(|f| !f.is_vacant()) {
             flow.pause();
         }
