@@ -581,13 +581,17 @@ programs removes: the empty program alone costs its dispatch on every hit. Sampl
 fewer hooks per packet where the kernel offers one that sees socket and segment at once \
 (fentry on tcp_transmit_skb and tcp_v4_do_rcv, absent on this kernel) would.";
 
-const WHY_SLICED: &str = "Between slices no probe is attached and the transfer runs \
-untraced; what remains is the traced slice (1/64 of the time at the full per-packet cost, so \
-about a 64th of that mode's loss) and attaching and detaching 14 probes twice per run of 64 \
-slices (a few ms of the collector's time each, and the kernel patching the tracepoints' \
-call sites on every CPU). What would close it: longer slices (fewer attaches per second) or \
-leaving the tracepoints' call sites enabled between slices (one program that returns at \
-once, whose dispatch then costs every hit again).";
+const WHY_SLICED: &str = "Between slices no probe is attached (the lab test finds no \
+event while none was), so the kernel runs nothing for the transfer, and the 1/64 of the time \
+traced costs a 64th of the every-packet loss: 0.3 to 0.7 points here. Attaching and detaching \
+the 14 probes once per run of 64 slices (1.28 s) takes about 3 ms each way, mostly waiting for \
+RCU, while the kernel patches the tracepoints' call sites on every CPU. The points measured \
+beyond those were not traced to a cause in this session: in alternating 3 s loopback runs of \
+iperf3, sampling by time stayed within the 4% run-to-run spread of untraced, and so did a \
+tracer whose traced slice never came. What would close it: a bench mode with the tracer \
+started and no slice traced, to part the collector's own presence (its thread wakes at least \
+every 10 ms and takes turns with the transfer on these 2 vCPUs) from the attaching; then \
+longer slices, or fewer of them.";
 
 const WHY_STAGES: &str = "`tenge-trace stages` sends no record, but its programs run on \
 every hit of about six hooks per packet and read the headers at the first hook of each \

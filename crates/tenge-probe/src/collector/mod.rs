@@ -265,9 +265,9 @@ fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) -> anyhow::Result<()
         events: libc::POLLIN,
         revents: 0,
     };
-    // SAFETY: one valid pollfd for the duration of the call.
     // Rounded up: a wait to a slice's edge must not end before it.
     let ms = timeout.as_micros().div_ceil(1000) as libc::c_int;
+    // SAFETY: one valid pollfd for the duration of the call.
     let rc = unsafe { libc::poll(&mut pollfd, 1, ms) };
     if rc < 0 {
         let err = std::io::Error::last_os_error();

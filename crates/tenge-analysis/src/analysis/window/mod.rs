@@ -949,13 +949,13 @@ impl WindowAnalyzer {
             self.analyze(ev, ev.hdr.sock_cookie, socket);
             return Alerts::take(&mut self.alerts);
         }
-        match &ev.body {
-            Body::State(st) if st.newstate == TCP_CLOSE && ev.hdr.sock_cookie != 0 => {
+        if let Body::State(st) = &ev.body {
+            if st.newstate == TCP_CLOSE && ev.hdr.sock_cookie != 0 {
                 self.closed(ev, socket);
-                Alerts::take(&mut self.alerts)
+                return Alerts::take(&mut self.alerts);
             }
-            _ => Alerts::none(),
         }
+        Alerts::none()
     }
 
     /// Nothing is traced for a while: see [`Flow::pause`].
