@@ -142,6 +142,50 @@ fn traced<T: Send>(lab: &Lab, work: impl FnOnce() -> T + Send) -> (T, PathReport
     (result, paths.finish())
 }
 
+/// [`bulk_run`] of every packet, while a second tracer on the lab's
+/// traffic, sampling as `filters` say, feeds its own path analysis (sampled
+/// alike) and `seen`: the full run, the second's report and its stats.
+fn beside_every_packet(
+    lab: &Lab,
+    cfg: &LabConfig,
+    filters: Filters,
+    mut seen: impl FnMut(&Event) + Send,
+) -> (BulkRun, PathReport, CollectStats) {
+    let mut analyzer = PathAnalyzer::new(PathConfig {
+        sample_every: filters.sample_every,
+        sample_slice_ns: filters.sample_slice_ns,
+        ..PathConfig::default()
+    });
+    let mut tracer = Tracer::start(&TracerOptions {
+        filters: Filters {
+            addr: Some(lab.receiver_ip().into()),
+            ..filters
+        },
+        ..TracerOptions::default()
+    })
+    .unwrap();
+    let stop = AtomicBool::new(false);
+    let (all, stats) = std::thread::scope(|s| {
+        let collector = s.spawn(|| {
+            let push = |record: &[u8]| {
+                let ev = Event::decode(record).expect("a valid record");
+                seen(&ev);
+                analyzer.push(&ev);
+            };
+            Collector::new().run(
+                &mut tracer,
+                &stop,
+                None,
+                &mut Callbacks(push, |_: &CollectStats| {}),
+            )
+        });
+        let all = bulk_run(lab, cfg, 1);
+        stop.store(true, Ordering::SeqCst);
+        (all, collector.join().unwrap().unwrap())
+    });
+    (all, analyzer.finish(), stats)
+}
+
 /// Packets of one direction measured at `stage`, scaled by the sampling:
 /// summed over one dimension's paths, which partition the packets.
 fn stage_count(report: &PathReport, direction: &str, stage: &str) -> u64 {
@@ -303,38 +347,12 @@ fn sampling_one_in_eight_scales_counts_and_keeps_latencies() {
         ..paced_one_segment_skbs()
     };
     let lab = Lab::new(&cfg).unwrap();
-    let mut sampled_tracer = Tracer::start(&TracerOptions {
-        filters: Filters {
-            addr: Some(lab.receiver_ip().into()),
-            sample_every: 8,
-            ..Filters::default()
-        },
-        ..TracerOptions::default()
-    })
-    .unwrap();
-    let stop = AtomicBool::new(false);
-    let mut sampled = PathAnalyzer::new(PathConfig {
+    let filters = Filters {
         sample_every: 8,
-        ..PathConfig::default()
-    });
-    let (all, stats) = std::thread::scope(|s| {
-        let collector = s.spawn(|| {
-            Collector::new().run(
-                &mut sampled_tracer,
-                &stop,
-                None,
-                &mut Callbacks(
-                    |record: &[u8]| sampled.push(&Event::decode(record).expect("a valid record")),
-                    |_: &CollectStats| {},
-                ),
-            )
-        });
-        let all = bulk_run(&lab, &cfg, 1);
-        stop.store(true, Ordering::SeqCst);
-        (all, collector.join().unwrap().unwrap())
-    });
+        ..Filters::default()
+    };
+    let (all, sampled, stats) = beside_every_packet(&lab, &cfg, filters, |_| {});
     assert_eq!(stats.lost_total(), 0);
-    let sampled = sampled.finish();
     print_report("all", &all);
     eprint!("1 in 8:\n{}", sampled.render_table(None));
     assert_eq!(sampled.sample_every, 8);
@@ -441,47 +459,17 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
     };
     let lab = Lab::new(&cfg).unwrap();
     let filters = Filters {
-        addr: Some(lab.receiver_ip().into()),
         sample_every: 8,
         sample_slice_ns: 20_000_000,
         ..Filters::default()
     };
-    let mut sliced_tracer = Tracer::start(&TracerOptions {
-        filters,
-        ..TracerOptions::default()
-    })
-    .unwrap();
-    let stop = AtomicBool::new(false);
-    let mut sliced = PathAnalyzer::new(PathConfig {
-        sample_every: 8,
-        sample_slice_ns: 20_000_000,
-        ..PathConfig::default()
-    });
     let (mut edges, mut stamps) = (Vec::new(), Vec::new());
-    let (all, stats) = std::thread::scope(|s| {
-        let collector = s.spawn(|| {
-            let mut push = |record: &[u8]| {
-                let ev = Event::decode(record).expect("a valid record");
-                match ev.body {
-                    Body::Pause(p) => edges.push((ev.hdr.ts_ns, p.edge_ns)),
-                    _ => stamps.push(ev.hdr.ts_ns),
-                }
-                sliced.push(&ev);
-            };
-            Collector::new().run(
-                &mut sliced_tracer,
-                &stop,
-                None,
-                &mut Callbacks(&mut push, |_: &CollectStats| {}),
-            )
-        });
-        let all = bulk_run(&lab, &cfg, 1);
-        stop.store(true, Ordering::SeqCst);
-        (all, collector.join().unwrap().unwrap())
+    let (all, sliced, stats) = beside_every_packet(&lab, &cfg, filters, |ev| match ev.body {
+        Body::Pause(p) => edges.push((ev.hdr.ts_ns, p.edge_ns)),
+        _ => stamps.push(ev.hdr.ts_ns),
     });
     assert_eq!(stats.lost_total(), 0);
     assert_eq!(stats.late, 0, "journeys cut by the pauses came late");
-    let sliced = sliced.finish();
     eprint!("1 in 8 slices of 20 ms:\n{}", sliced.render_table(None));
     assert!(sliced.note.contains("by time"), "{}", sliced.note);
     // Pauses as (began to leave, all gone, began to come back, all back).
