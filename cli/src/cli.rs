@@ -477,6 +477,13 @@ pub struct BenchArgs {
     /// Repetitions of each mode, interleaved (default 5; 2 with --quick).
     #[arg(long, value_name = "N")]
     pub reps: Option<u32>,
+    /// Throughput: run only these modes (repeatable; untraced always runs,
+    /// as every ratio is to it); default: all.
+    #[arg(long, value_name = "MODE")]
+    pub mode: Vec<crate::cmd::bench::Mode>,
+    /// Throughput: run only these workloads (repeatable); default: all.
+    #[arg(long, value_name = "WORKLOAD")]
+    pub workload: Vec<crate::cmd::bench::Workload>,
     /// Where the results go as JSON.
     #[arg(long, value_name = "FILE", default_value = "bench/results.json")]
     pub json: PathBuf,

@@ -2,7 +2,7 @@
 
 mod alerts;
 #[cfg(feature = "bench")]
-mod bench;
+pub(crate) mod bench;
 mod check;
 mod diff;
 mod dump;

@@ -21,7 +21,7 @@ use tenge_trace::trace_file::{TraceMeta, TraceWriter};
 /// How long an external tool may take to attach (bpftrace compiles first).
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     Untraced,
@@ -33,6 +33,10 @@ pub enum Mode {
     Sampled64,
     /// tenge-trace, every packet of one time slice in 64, detached between.
     Sliced64,
+    /// tenge-trace sampling by time whose slice never comes: loaded, the
+    /// collector running, the probes detached throughout. What sampling by
+    /// time costs apart from its slices.
+    Detached,
     /// `tenge-trace stages`: latencies aggregated in the kernel, nothing per packet sent.
     Stages,
     Bpftrace,
@@ -41,12 +45,13 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 8] = [
+    pub const ALL: [Mode; 9] = [
         Mode::Untraced,
         Mode::Full,
         Mode::FullPerHook,
         Mode::Sampled64,
         Mode::Sliced64,
+        Mode::Detached,
         Mode::Stages,
         Mode::Bpftrace,
         Mode::Tcpdump,
@@ -59,6 +64,7 @@ impl Mode {
             Mode::FullPerHook => "tenge-trace, every packet, per hook",
             Mode::Sampled64 => "tenge-trace, 1/64 sampled",
             Mode::Sliced64 => "tenge-trace, 1/64 of the time (20 ms slices)",
+            Mode::Detached => "tenge-trace, loaded, probes detached (no slice)",
             Mode::Stages => "tenge-trace, in-kernel stages",
             Mode::Bpftrace => "bpftrace, same hooks",
             Mode::Tcpdump => "tcpdump -s 128 -w",
@@ -106,14 +112,18 @@ impl Instrument {
         let output = target.scratch.join(format!("{mode:?}.out").to_lowercase());
         match mode {
             Mode::Untraced => Ok(Instrument::None),
-            Mode::Full | Mode::FullPerHook | Mode::Sampled64 | Mode::Sliced64 => {
-                let sampled = matches!(mode, Mode::Sampled64 | Mode::Sliced64);
+            Mode::Full | Mode::FullPerHook | Mode::Sampled64 | Mode::Sliced64 | Mode::Detached => {
                 let options = TracerOptions {
                     filters: Filters {
                         port: Some(target.port),
-                        sample_every: if sampled { super::SAMPLED } else { 1 },
+                        sample_every: match mode {
+                            Mode::Sampled64 | Mode::Sliced64 => super::SAMPLED,
+                            // One slice in 2^32 of 20 ms: none in years.
+                            Mode::Detached => u32::MAX,
+                            _ => 1,
+                        },
                         sample_slice_ns: match mode {
-                            Mode::Sliced64 => super::SLICE_NS,
+                            Mode::Sliced64 | Mode::Detached => super::SLICE_NS,
                             _ => 0,
                         },
                         ..Filters::default()

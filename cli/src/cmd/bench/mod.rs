@@ -9,6 +9,9 @@ mod replay;
 mod stats;
 mod throughput;
 
+pub use instrument::Mode;
+pub use throughput::Workload;
+
 use crate::cli::{BenchArgs, BenchPart};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -129,12 +132,16 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let throughput = wants(BenchPart::Throughput)
         .then(|| {
-            throughput::run(&throughput::ThroughputSettings {
+            let mut settings = throughput::ThroughputSettings {
                 reps,
                 seconds: lengths.throughput_s,
                 scratch: &scratch.0,
                 bpftrace_script: &args.bpftrace_script,
-            })
+                workloads: Vec::new(),
+                modes: Vec::new(),
+            };
+            settings.choose(&args.workload, &args.mode);
+            throughput::run(&settings)
         })
         .transpose()?;
     let kernel_cost = wants(BenchPart::KernelCost)

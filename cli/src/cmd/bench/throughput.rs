@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tenge_trace::lab::iperf::{run_client, Iperf3Server};
 use tenge_trace::lab::{Lab, LabConfig, TransferReport};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Workload {
     /// iperf3, default offloads, one stream: bits/s.
@@ -106,14 +106,40 @@ pub struct ThroughputSettings<'a> {
     pub seconds: u32,
     pub scratch: &'a Path,
     pub bpftrace_script: &'a Path,
+    /// The workloads to run, in [`Workload::ALL`]'s order.
+    pub workloads: Vec<Workload>,
+    /// The modes to run, untraced first (every ratio is to it).
+    pub modes: Vec<Mode>,
+}
+
+impl ThroughputSettings<'_> {
+    /// Of `workloads` and `modes` (empty: all), the ones to run.
+    pub fn choose(&mut self, workloads: &[Workload], modes: &[Mode]) {
+        self.workloads = chosen(&Workload::ALL, workloads);
+        self.modes = chosen(&Mode::ALL, modes);
+        if !self.modes.contains(&Mode::Untraced) {
+            self.modes.insert(0, Mode::Untraced);
+        }
+    }
+}
+
+/// The items of `all` in `wanted`, in `all`'s order; all of them if none is wanted.
+fn chosen<T: Copy + PartialEq>(all: &[T], wanted: &[T]) -> Vec<T> {
+    all.iter()
+        .copied()
+        .filter(|x| wanted.is_empty() || wanted.contains(x))
+        .collect()
 }
 
 /// One lab per workload, each on its own port.
 pub fn run(settings: &ThroughputSettings) -> Result<Vec<WorkloadResult>> {
-    Workload::ALL
+    settings
+        .workloads
         .iter()
-        .enumerate()
-        .map(|(i, &workload)| run_workload(workload, 15201 + i as u16, settings))
+        .map(|&workload| {
+            let index = Workload::ALL.iter().position(|&w| w == workload);
+            run_workload(workload, 15201 + index.unwrap_or(0) as u16, settings)
+        })
         .collect()
 }
 
@@ -138,13 +164,14 @@ fn run_workload(workload: Workload, port: u16, s: &ThroughputSettings) -> Result
         scratch: s.scratch,
         bpftrace_script: s.bpftrace_script,
     };
-    let mut values = vec![Vec::new(); Mode::ALL.len()];
-    let mut tools = vec![ToolCounts::default(); Mode::ALL.len()];
-    let mut data_segments = vec![0; Mode::ALL.len()];
+    let n = s.modes.len();
+    let mut values = vec![Vec::new(); n];
+    let mut tools = vec![ToolCounts::default(); n];
+    let mut data_segments = vec![0; n];
     for rep in 0..s.reps as usize {
-        for k in 0..Mode::ALL.len() {
-            let m = (rep + k) % Mode::ALL.len();
-            let mode = Mode::ALL[m];
+        for k in 0..n {
+            let m = (rep + k) % n;
+            let mode = s.modes[m];
             super::check_interrupted()?;
             eprintln!(
                 "bench: {} rep {}/{}: {}",
@@ -166,7 +193,8 @@ fn run_workload(workload: Workload, port: u16, s: &ThroughputSettings) -> Result
         }
     }
     let untraced = values[0].clone();
-    let modes = Mode::ALL
+    let modes = s
+        .modes
         .iter()
         .zip(values)
         .zip(tools)

@@ -211,8 +211,15 @@ impl Tracer {
         self.slices.as_ref().map(|s| s.next_edge_ns(now))
     }
 
+    /// Sampling by time, between slices: no probe is attached, so nothing
+    /// comes into the ring until the next edge.
+    pub fn probes_detached(&self) -> bool {
+        self.slices.as_ref().is_some_and(|s| s.paused())
+    }
+
     /// Sampling by time: attaches or detaches the probes as the slice of now
-    /// calls for. Returns the end of a pause it made, if it did.
+    /// calls for. Returns the edge of the pause it made (its beginning or
+    /// its end), if it made one.
     pub fn follow_slices(&mut self) -> anyhow::Result<Option<PauseEdge>> {
         if let Some(edge) = self.pending_edge.take() {
             return Ok(Some(edge));

@@ -98,10 +98,24 @@ impl Slices {
         self.paused.then(|| self.attached(now_ns, now_ns))
     }
 
-    /// When the slice after the one of `now_ns` starts.
+    /// Whether the probes are detached (between slices).
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+
+    /// When [`turn`](Self::turn) may next say something else than `Stay`:
+    /// attached, at the end of the slice of `now_ns`; detached, at the start
+    /// of this run's traced slice, or of the next run (its slice is not
+    /// drawn yet).
     pub fn next_edge_ns(&self, now_ns: u64) -> u64 {
         let k = now_ns.saturating_sub(self.start_ns) / self.slice_ns;
-        self.start_ns + (k + 1) * self.slice_ns
+        let (run, at) = (k / self.every, k % self.every);
+        let next = match self.paused && run == self.run {
+            false => k + 1,
+            true if self.traced >= at => run * self.every + self.traced,
+            true => (run + 1) * self.every,
+        };
+        self.start_ns + next * self.slice_ns
     }
 }
 
@@ -191,6 +205,33 @@ mod tests {
         assert_eq!(slices.next_edge_ns(5 * MS), 25 * MS);
         assert_eq!(slices.next_edge_ns(24 * MS), 25 * MS);
         assert_eq!(slices.next_edge_ns(25 * MS), 45 * MS);
+    }
+
+    /// Detached, the next edge is the traced slice's start (or the next
+    /// run's): the collector need not wake at every slice in between.
+    #[test]
+    fn detached_the_next_edge_is_the_next_slice_that_may_be_traced() {
+        let every = 16;
+        let mut slices = Slices::new(every as u32, Duration::from_millis(10), 0, 11);
+        let mut now = 0;
+        while now < 200 * 160 * MS {
+            match slices.turn(now) {
+                Turn::Detach => _ = slices.detached(now, now),
+                Turn::Attach => _ = slices.attached(now, now),
+                Turn::Stay => {}
+            }
+            let edge = slices.next_edge_ns(now);
+            assert!(edge > now || slices.paused(), "{now}");
+            // Nothing changes before the edge: the slices up to it are all
+            // traced or all not, as the probes are now.
+            let k = now / (10 * MS);
+            let last = (edge - 1) / (10 * MS);
+            if slices.paused() && edge > now {
+                assert!((k..=last).all(|j| j / every != slices.run || j % every != slices.traced));
+            }
+            assert_eq!(edge % (10 * MS), 0);
+            now = edge.max(now + 1);
+        }
     }
 
     #[test]
