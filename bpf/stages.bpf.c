@@ -44,6 +44,18 @@ struct skb_stamp {
 SKB_STAMP_MAP(tx_stamps);
 SKB_STAMP_MAP(rx_stamps);
 
+/*
+ * Sampling by time: when the probes last came back (bpf_ktime_get_ns).
+ * A stamp from before then was left before a pause, and the address it
+ * names may be another skb's by now; user space sets it before attaching.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} stamps_since SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -87,6 +99,9 @@ static __always_inline struct skb_stamp *slot_of(void *stamps, __u64 skb)
 static __always_inline bool stamp_of(struct skb_stamp *slot, __u64 skb, __u32 hook,
 				     struct skb_stamp *out)
 {
+	__u32 zero = 0;
+	__u64 *since = bpf_map_lookup_elem(&stamps_since, &zero);
+
 	if (!slot || *(volatile __u64 *)&slot->skb != skb)
 		return false;
 	barrier();
@@ -94,7 +109,8 @@ static __always_inline bool stamp_of(struct skb_stamp *slot, __u64 skb, __u32 ho
 	out->skb_len = slot->skb_len;
 	out->hook = slot->hook;
 	barrier();
-	return *(volatile __u64 *)&slot->skb == skb && out->hook == hook;
+	return *(volatile __u64 *)&slot->skb == skb && out->hook == hook &&
+	       (!since || out->ts_ns >= *since);
 }
 
 static __always_inline void stamp(struct skb_stamp *slot, __u64 skb, __u64 now, __u32 len,

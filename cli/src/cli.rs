@@ -189,6 +189,15 @@ pub struct StagesArgs {
     /// Also print each interval's table this often: seconds, or with a unit (default: only the totals at the end).
     #[arg(long, value_name = "TIME", value_parser = value::duration)]
     pub interval: Option<std::time::Duration>,
+    /// With --slice: count in 1 of every N slices of time (N > 1).
+    #[arg(long, value_name = "N", requires = "slice", value_parser = clap::value_parser!(u32).range(2..))]
+    pub sample: Option<u32>,
+    /// With --sample N: count every packet of 1 in N slices of this much time (e.g. 20ms), at a
+    /// random position in each run of N; between slices the programs are detached and cost
+    /// nothing. Counts are scaled by the time elapsed over the time counted; latencies are those
+    /// of the packets counted. Not with --interval (an interval may hold no slice).
+    #[arg(long, value_name = "TIME", requires = "sample", conflicts_with = "interval", value_parser = value::duration)]
+    pub slice: Option<std::time::Duration>,
     /// Stop after this long: seconds, or with a unit (500ms, 2m, 1h) (default: until the command exits or Ctrl-C).
     #[arg(long, value_name = "TIME", value_parser = value::duration)]
     pub duration: Option<std::time::Duration>,

@@ -134,16 +134,99 @@ fn stages_refuses_an_unknown_netns_and_sampling() {
             && stderr.contains("no network namespace \"tenge-no-such-netns\""),
         "{stderr}"
     );
+    // Sampling by bytes does not apply: --sample samples slices of time.
     let out = bin()
         .args(["stages", "--sample", "8", "--duration", "1"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--slice <TIME>"), "{stderr}");
+    for bad in [
+        ["--sample", "1", "--slice", "20ms"],
+        ["--sample", "8", "--slice", "1ms"],
+    ] {
+        let out = bin().arg("stages").args(bad).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad:?}: {stderr}");
+        assert!(
+            stderr.contains("--sample") || stderr.contains("--slice"),
+            "{stderr}"
+        );
+    }
+}
+
+/// `--sample 4 --slice 20ms` on every kernel of the matrix: the programs
+/// come and go (tens of pauses in 3 s), the counts scaled by the time
+/// elapsed over the time counted come near what iperf3 sent at a steady
+/// 200 Mbit/s, and no latency spans a pause (the stamps left before one are
+/// not taken after it: every pause here is longer than 40 ms).
+#[test]
+fn stages_by_time_slices_scales_counts_and_times_no_pause() {
+    if !common::require_root("stages_by_time_slices_scales_counts_and_times_no_pause") {
+        return;
+    }
+    let lab = Lab::new(&LabConfig::default()).unwrap();
+    let server = Iperf3Server::start(lab.receiver_netns().name(), 5203).unwrap();
+    let receiver = lab.receiver_ip().to_string();
+    let json_path =
+        std::env::temp_dir().join(format!("tt-stages-slices-{}.json", std::process::id()));
+    let out = bin()
+        .args([
+            "stages", "--addr", &receiver, "--sample", "4", "--slice", "20ms",
+        ])
+        .arg("--json")
+        .arg(&json_path)
+        .args(["--", "ip", "netns", "exec", lab.sender_netns().name()])
+        .args([
+            "iperf3", "-J", "-c", &receiver, "-p", "5203", "-t", "3", "-b", "200M",
+        ])
+        .output()
+        .unwrap();
+    drop(server);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stderr.contains("unexpected argument '--sample'"),
-        "{stderr}"
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let text = std::fs::read_to_string(&json_path).unwrap();
+    let _ = std::fs::remove_file(&json_path);
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    common::assert_matches_schema("stages.schema.json", &json);
+    assert!(
+        stdout.contains("sampling 1/4 of the time in slices of 20.0 ms"),
+        "{stdout}"
+    );
+    let iperf_start = stdout.find("{\n").expect("iperf3's JSON after the table");
+    let iperf: serde_json::Value =
+        serde_json::from_str(stdout[iperf_start..].split("\ntotal,").next().unwrap())
+            .unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let sent = iperf["end"]["sum_sent"]["bytes"].as_f64().unwrap();
+    let sampling = &json["sampling"];
+    assert_eq!(sampling["every"], 4);
+    assert_eq!(sampling["slice_ns"], 20_000_000);
+    let pauses = sampling["pauses"]["count"].as_u64().unwrap();
+    let scale = sampling["scale"].as_f64().unwrap();
+    eprintln!("{pauses} pauses, scale {scale:.2}, iperf3 sent {sent} B");
+    assert!(pauses >= 10, "{sampling}");
+    // 1 in 4, less the time the programs take to come back each slice.
+    assert!((3.5..7.0).contains(&scale), "{sampling}");
+    let hooks = json["totals"]["hooks"].as_array().unwrap();
+    let queued = hooks.iter().find(|h| h["hook"] == "net_dev_queue").unwrap();
+    let bytes = queued["bytes"].as_f64().unwrap();
+    // Data and headers, and the ACKs back: a few % above what was sent.
+    assert!(
+        (0.75 * sent..1.35 * sent).contains(&bytes),
+        "net_dev_queue {bytes} B scaled, iperf3 sent {sent} B"
+    );
+    for s in json["totals"]["stages"].as_array().unwrap() {
+        assert!(s["samples"].as_u64().unwrap() > 0, "{s}");
+        assert!(
+            s["max_ns"].as_u64().unwrap() < 40_000_000,
+            "a sample across a pause: {s}"
+        );
+    }
 }
 
 /// `--interval 0.4 --duration 1`: two whole intervals and the one the end

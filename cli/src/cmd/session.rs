@@ -93,22 +93,26 @@ impl Child {
 
 /// The filters and sampling of `args`; by time slices of `slice` if given.
 pub fn filters(args: &FilterArgs, slice: Option<Duration>) -> anyhow::Result<Filters> {
-    anyhow::ensure!(args.sample >= 1, "--sample must be at least 1");
-    let sample_slice_ns = match slice {
-        None => 0,
-        Some(_) if args.sample == 1 => {
+    Ok(Filters {
+        sample_every: args.sample,
+        sample_slice_ns: slice_ns(args.sample, slice)?,
+        ..flow_filters(&args.flow)?
+    })
+}
+
+/// `--slice` in ns (0: none), which samples 1 in `sample` slices.
+pub fn slice_ns(sample: u32, slice: Option<Duration>) -> anyhow::Result<u64> {
+    anyhow::ensure!(sample >= 1, "--sample must be at least 1");
+    match slice {
+        None => Ok(0),
+        Some(_) if sample == 1 => {
             anyhow::bail!("--slice samples 1 in N slices: give --sample N, N > 1")
         }
         Some(slice) if slice < MIN_SLICE => anyhow::bail!(
             "--slice {slice:?}: at least {MIN_SLICE:?} (attaching the probes takes about a millisecond)"
         ),
-        Some(slice) => slice.as_nanos() as u64,
-    };
-    Ok(Filters {
-        sample_every: args.sample,
-        sample_slice_ns,
-        ..flow_filters(&args.flow)?
-    })
+        Some(slice) => Ok(slice.as_nanos() as u64),
+    }
 }
 
 /// The shortest time slice: attaching every probe again takes about 1 ms.

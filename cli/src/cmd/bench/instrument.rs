@@ -39,13 +39,16 @@ pub enum Mode {
     Detached,
     /// `tenge-trace stages`: latencies aggregated in the kernel, nothing per packet sent.
     Stages,
+    /// `tenge-trace stages --sample 64 --slice 20ms`: the same in one time
+    /// slice in 64, the programs detached between.
+    StagesSliced64,
     Bpftrace,
     /// tcpdump -s 128 -w FILE.
     Tcpdump,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 9] = [
+    pub const ALL: [Mode; 10] = [
         Mode::Untraced,
         Mode::Full,
         Mode::FullPerHook,
@@ -53,6 +56,7 @@ impl Mode {
         Mode::Sliced64,
         Mode::Detached,
         Mode::Stages,
+        Mode::StagesSliced64,
         Mode::Bpftrace,
         Mode::Tcpdump,
     ];
@@ -66,6 +70,7 @@ impl Mode {
             Mode::Sliced64 => "tenge-trace, 1/64 of the time (20 ms slices)",
             Mode::Detached => "tenge-trace, loaded, probes detached (no slice)",
             Mode::Stages => "tenge-trace, in-kernel stages",
+            Mode::StagesSliced64 => "tenge-trace, in-kernel stages, 1/64 of the time",
             Mode::Bpftrace => "bpftrace, same hooks",
             Mode::Tcpdump => "tcpdump -s 128 -w",
         }
@@ -97,6 +102,7 @@ pub enum Instrument {
     None,
     Tenge(TracedSession),
     Stages(StageTracer),
+    SlicedStages(SlicedStages),
     External {
         mode: Mode,
         child: Child,
@@ -135,6 +141,12 @@ impl Instrument {
             }
             Mode::Stages => Ok(Instrument::Stages(StageTracer::start(&Filters {
                 port: Some(target.port),
+                ..Filters::default()
+            })?)),
+            Mode::StagesSliced64 => Ok(Instrument::SlicedStages(SlicedStages::start(Filters {
+                port: Some(target.port),
+                sample_every: super::SAMPLED,
+                sample_slice_ns: super::SLICE_NS,
                 ..Filters::default()
             })?)),
             Mode::Bpftrace => {
@@ -188,9 +200,12 @@ impl Instrument {
             }
             // Events: the packets the hooks counted; nothing can be lost.
             Instrument::Stages(tracer) => Ok(ToolCounts {
-                events: tracer.read()?.hooks.iter().map(|h| h.packets).sum(),
-                ring_records: 0,
-                lost: 0,
+                events: packets_counted(&tracer)?,
+                ..ToolCounts::default()
+            }),
+            Instrument::SlicedStages(session) => Ok(ToolCounts {
+                events: session.stop()?,
+                ..ToolCounts::default()
             }),
             Instrument::External {
                 mode,
@@ -267,6 +282,54 @@ fn spawn_ready(
             bail!("{command:?} not ready after {READY_TIMEOUT:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn packets_counted(tracer: &StageTracer) -> Result<u64> {
+    Ok(tracer.read()?.hooks.iter().map(|h| h.packets).sum())
+}
+
+/// In-kernel stages sampled by time: a thread attaches and detaches the
+/// programs at the slices' edges, as `stages --slice` does.
+pub struct SlicedStages {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<u64>>,
+}
+
+impl SlicedStages {
+    /// Returns once the programs are loaded (and the first pause begun).
+    fn start(filters: Filters) -> Result<SlicedStages> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let thread_stop = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("stages".into())
+            .spawn(move || {
+                let tracer = StageTracer::start(&filters);
+                let _ = ready_tx.send(tracer.as_ref().err().map(|e| format!("{e:#}")));
+                let mut tracer = tracer?;
+                while !thread_stop.load(Ordering::SeqCst) {
+                    let now = tenge_trace::os::clock_ns(libc::CLOCK_MONOTONIC);
+                    let edge = tracer.next_slice_edge_ns().unwrap_or(u64::MAX);
+                    let nap = Duration::from_nanos(edge.saturating_sub(now));
+                    std::thread::sleep(nap.min(Duration::from_millis(100)));
+                    tracer.follow_slices()?;
+                }
+                packets_counted(&tracer)
+            })?;
+        match ready_rx.recv() {
+            Ok(None) => Ok(SlicedStages { stop, handle }),
+            Ok(Some(err)) => bail!("{err}"),
+            Err(_) => bail!("the stages thread died while starting"),
+        }
+    }
+
+    /// The packets the hooks counted (not scaled).
+    fn stop(self) -> Result<u64> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
 }
 

@@ -336,6 +336,12 @@ fn throughput_targets(w: &WorkloadResult) -> Vec<Target> {
         at_least("sampled 1/64", Mode::Sampled64, 0.98, WHY_SAMPLED),
         at_least("sampled 1/64 of the time", Mode::Sliced64, 0.98, WHY_SLICED),
         at_least("in-kernel stages", Mode::Stages, 0.98, WHY_STAGES),
+        at_least(
+            "in-kernel stages 1/64 of the time",
+            Mode::StagesSliced64,
+            0.98,
+            WHY_STAGES_SLICED,
+        ),
         Target {
             name: format!("{}: every packet vs tcpdump", w.label),
             goal: "above tcpdump".into(),
@@ -585,13 +591,18 @@ const WHY_SLICED: &str = "Between slices no probe is attached (the lab test find
 event while none was), so the kernel runs nothing for the transfer, and the 1/64 of the time \
 traced costs a 64th of the every-packet loss: 0.3 to 0.7 points here. Attaching and detaching \
 the 14 probes once per run of 64 slices (1.28 s) takes about 3 ms each way, mostly waiting for \
-RCU, while the kernel patches the tracepoints' call sites on every CPU. The points measured \
-beyond those were not traced to a cause in this session: in alternating 3 s loopback runs of \
-iperf3, sampling by time stayed within the 4% run-to-run spread of untraced, and so did a \
-tracer whose traced slice never came. What would close it: a bench mode with the tracer \
-started and no slice traced, to part the collector's own presence (its thread wakes at least \
-every 10 ms and takes turns with the transfer on these 2 vCPUs) from the attaching; then \
-longer slices, or fewer of them.";
+RCU. What else it costs is the collector's presence (the \"probes detached\" row: loaded, \
+no slice ever): every wakeup of its thread takes a vCPU from a transfer that keeps both \
+busy. Waking every 10 ms cost 100-byte writes 6 points with no probe attached; it now wakes \
+at the slices' edges (every 100 ms at most) between slices and every 50 ms within them. \
+What would close the rest: longer slices, or fewer of them, and a host whose transfer leaves \
+a core idle.";
+
+const WHY_STAGES_SLICED: &str = "`stages --sample 64 --slice 20ms`: the programs are \
+attached for one slice of 20 ms in 64 and detached between (a thread attaches and detaches \
+them at the edges, as the command does), so the per-hit floor of counting every packet is \
+paid a 64th of the time. What remains is as for sampling records by time: the attaching, \
+and the wakeups at the edges.";
 
 const WHY_STAGES: &str = "`tenge-trace stages` sends no record, but its programs run on \
 every hit of about six hooks per packet and read the headers at the first hook of each \
@@ -599,8 +610,8 @@ direction (the Stages rows of the in-kernel table); on 100-byte segments that is
 sampling costs: at least the empty program's dispatch on each of those hits (the floor \
 above), which no program on these hooks avoids while it counts every packet. What would close \
 it: fewer hooks per packet (fentry on the functions that see socket and segment at once, \
-absent on this kernel), or counting time slices instead of every packet, as `--slice` does \
-for records.";
+absent on this kernel), or counting time slices instead of every packet: `stages --slice`, \
+the row below.";
 
 const WHY_RECORDS: &str = "The socket calls still travel alone (see \"every packet\" \
 above): per 100-byte segment about 2.6 write iterations, 0.7 copies and 0.4 reads, more than \

@@ -40,20 +40,42 @@ impl Pauses {
 
     #[cold]
     fn edge(&mut self, ev: &Event) -> Turn {
-        let ts = ev.hdr.ts_ns;
-        match self.since_ns {
-            None if ev.hdr.variant == tt_pause_edge::TT_PAUSE_BEGIN as u8 => {
-                self.since_ns = Some(ts);
-                Turn::Began
-            }
-            Some(since) if ev.hdr.variant == tt_pause_edge::TT_PAUSE_END as u8 => {
-                self.since_ns = None;
-                self.count += 1;
-                self.total_ns += ts.saturating_sub(since);
-                Turn::Skipped
-            }
-            // An edge out of turn (a damaged recording): nothing to do.
-            _ => Turn::Skipped,
+        let (ts, variant) = (ev.hdr.ts_ns, ev.hdr.variant);
+        if variant == tt_pause_edge::TT_PAUSE_BEGIN as u8 && self.begin(ts) {
+            return Turn::Began;
         }
+        if variant == tt_pause_edge::TT_PAUSE_END as u8 {
+            self.end(ts);
+        }
+        Turn::Skipped
+    }
+
+    /// A pause began at `ts_ns` (its probes began to leave). False if one
+    /// was running: an edge out of turn (a damaged recording) changes nothing.
+    pub fn begin(&mut self, ts_ns: u64) -> bool {
+        let idle = self.since_ns.is_none();
+        if idle {
+            self.since_ns = Some(ts_ns);
+        }
+        idle
+    }
+
+    /// The running pause ended at `ts_ns` (its probes were all back). False
+    /// if none was running.
+    pub fn end(&mut self, ts_ns: u64) -> bool {
+        let Some(since) = self.since_ns.take() else {
+            return false;
+        };
+        self.count += 1;
+        self.total_ns += ts_ns.saturating_sub(since);
+        true
+    }
+
+    /// Sampling by time: what counts made over `elapsed_ns` (the pauses
+    /// included) are multiplied by, the time elapsed over the time traced.
+    /// None if nothing was traced.
+    pub fn scale(&self, elapsed_ns: u64) -> Option<f64> {
+        let traced = elapsed_ns.saturating_sub(self.total_ns);
+        (traced > 0).then(|| elapsed_ns as f64 / traced as f64)
     }
 }

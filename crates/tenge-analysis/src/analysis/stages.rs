@@ -147,6 +147,22 @@ impl StagesSummary {
 
 /// What the totals say, per stage and per hook.
 impl StagesSummary {
+    /// Sampled by time: the counts (samples, unmatched, packets, bytes)
+    /// multiplied by `scale` (see [`Pauses::scale`](super::Pauses::scale)),
+    /// to the nearest whole; the latencies stay those of the packets counted.
+    pub fn scaled(mut self, scale: f64) -> StagesSummary {
+        let times = |n: &mut u64| *n = (*n as f64 * scale).round() as u64;
+        for s in &mut self.stages {
+            times(&mut s.samples);
+            times(&mut s.unmatched);
+        }
+        for h in &mut self.hooks {
+            times(&mut h.packets);
+            times(&mut h.bytes);
+        }
+        self
+    }
+
     pub fn of(totals: &StageTotals) -> StagesSummary {
         StagesSummary {
             stages: STAGE_NAMES

@@ -4,7 +4,7 @@ use crate::analysis::diff::Diff;
 use crate::analysis::paths::aligned;
 use crate::analysis::window::stalls::SwsStall;
 use crate::analysis::window::{Advice, FlowWindowReport};
-use crate::analysis::Report;
+use crate::analysis::{Pauses, Report};
 use std::fmt::Write;
 
 /// Bytes with a binary unit.
@@ -70,13 +70,19 @@ pub fn render_report(report: &Report, width: Option<usize>) -> String {
 fn sampling(report: &Report) -> String {
     let costs = &report.path_costs;
     let every = costs.sample_every.max(1);
-    let Some(pauses) = report.pauses.filter(|_| costs.sample_slice_ns > 0) else {
-        return format!("sampling 1/{every}");
-    };
-    let traced = report.duration_ns.saturating_sub(pauses.total_ns);
+    match report.pauses.filter(|_| costs.sample_slice_ns > 0) {
+        Some(pauses) => time_sampling(every, costs.sample_slice_ns, report.duration_ns, &pauses),
+        None => format!("sampling 1/{every}"),
+    }
+}
+
+/// Sampling by time, in words: 1 in `every` slices of `slice_ns`, with
+/// `pauses` between them over `elapsed_ns`.
+pub fn time_sampling(every: u32, slice_ns: u64, elapsed_ns: u64, pauses: &Pauses) -> String {
+    let traced = elapsed_ns.saturating_sub(pauses.total_ns);
     format!(
         "sampling 1/{every} of the time in slices of {} (traced {} in all, {} pauses)",
-        duration(costs.sample_slice_ns),
+        duration(slice_ns),
         duration(traced),
         pauses.count
     )

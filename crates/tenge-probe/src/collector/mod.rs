@@ -147,13 +147,15 @@ impl Collector {
         let (mut next_tick, mut next_flush) = (started + TICK, started + FLUSH_EVERY);
         let mut in_order = tracer.journeys().then(InOrder::default);
         while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
+            // First: the edge the tracer's start made goes in before anything
+            // is handed on after it.
+            if let Some(pause) = tracer.follow_slices()? {
+                record_pause(pause, &mut stats, sink, in_order.as_mut())?;
+            }
             // Batches keep the stop flag, the deadline and the ticks live when
             // the producers outrun the reader; wait only once the ring is empty.
             if !drain(tracer, &mut stats, sink, in_order.as_mut())? {
                 wait_readable(tracer.ring_fd(), poll_timeout(tracer, deadline))?;
-            }
-            if let Some(pause) = tracer.follow_slices()? {
-                record_pause(pause, &mut stats, sink, in_order.as_mut())?;
             }
             let now = Instant::now();
             if now >= next_flush {

@@ -136,9 +136,7 @@ pub struct Tracer {
     ring: Ring,
     journeys: bool,
     links: plan::Links,
-    slices: Option<slices::Slices>,
-    /// A pause's edge made before the collector asked (at the start).
-    pending_edge: Option<PauseEdge>,
+    slices: Option<slices::Sliced>,
     ebpf: Ebpf,
     plan: ProbePlan,
 }
@@ -174,41 +172,27 @@ impl Tracer {
             let _tracefs = tracefs::ensure();
             plan::attach_all(&mut loaded, &btf, &ladder)
         };
-        let (mut ebpf, links) = (loaded.ebpf, loaded.links);
+        let (mut ebpf, mut links) = (loaded.ebpf, loaded.links);
         plan::require_attached(&plan)?;
         if let Some(hz) = options.cpu_profile_hz {
             attach_cpu_profile(&mut ebpf, hz)?;
         }
         let ring = Ring::new(ebpf.take_map("events").context("no events map")?)?;
-        let filters = &options.filters;
-        let slices = (filters.sample_slice_ns > 0 && filters.sample_every > 1).then(|| {
-            let now = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
-            let slice = std::time::Duration::from_nanos(filters.sample_slice_ns);
-            slices::Slices::new(
-                filters.sample_every,
-                slice,
-                now,
-                now ^ u64::from(std::process::id()),
-            )
-        });
-        let mut tracer = Tracer {
+        let slices = sliced(&options.filters, &mut links, &mut ebpf, zero_journeys)?;
+        Ok(Tracer {
             ring,
             journeys: !options.per_hook,
             links,
             slices,
-            pending_edge: None,
             ebpf,
             plan,
-        };
-        tracer.pending_edge = tracer.follow_slices()?;
-        Ok(tracer)
+        })
     }
 
     /// Sampling by time: when the probes next attach or detach
     /// (CLOCK_MONOTONIC ns); call [`follow_slices`](Self::follow_slices) then.
     pub fn next_slice_edge_ns(&self) -> Option<u64> {
-        let now = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
-        self.slices.as_ref().map(|s| s.next_edge_ns(now))
+        self.slices.as_ref().map(|s| s.next_edge_ns())
     }
 
     /// Sampling by time, between slices: no probe is attached, so nothing
@@ -221,39 +205,15 @@ impl Tracer {
     /// calls for. Returns the edge of the pause it made (its beginning or
     /// its end), if it made one.
     pub fn follow_slices(&mut self) -> anyhow::Result<Option<PauseEdge>> {
-        if let Some(edge) = self.pending_edge.take() {
-            return Ok(Some(edge));
-        }
-        let Some(slices) = &mut self.slices else {
-            return Ok(None);
-        };
-        let now = || crate::os::clock_ns(libc::CLOCK_MONOTONIC);
-        match slices.turn(now()) {
-            slices::Turn::Stay => Ok(None),
-            slices::Turn::Detach => {
-                let leaving = now();
-                self.links.detach();
-                Ok(Some(slices.detached(leaving, now())))
-            }
-            slices::Turn::Attach => {
-                // What the CPUs held when the probes left would otherwise
-                // end the first journeys of this slice.
-                for map in JOURNEY_MAPS {
-                    zero_per_cpu(&self.ebpf, map)?;
-                }
-                let coming = now();
-                self.links
-                    .attach(&mut self.ebpf)
-                    .context("attaching the probes for a slice")?;
-                Ok(Some(slices.attached(coming, now())))
-            }
+        match &mut self.slices {
+            Some(slices) => slices.follow(&mut self.links, &mut self.ebpf, zero_journeys),
+            None => Ok(None),
         }
     }
 
     /// Sampling by time: the end of the pause running now, if one is (the recording ends).
     pub fn end_slices(&mut self) -> Option<PauseEdge> {
-        let now = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
-        self.slices.as_mut()?.end(now)
+        self.slices.as_mut()?.end()
     }
 
     /// Whether the ring carries journeys (records of several hooks, out of
@@ -327,6 +287,29 @@ impl Tracer {
 
 /// The per-CPU maps of tenge.bpf.c that hold packets between hooks.
 const JOURNEY_MAPS: [&str; 4] = ["tx_journeys", "rx_journeys", "rx_entries", "xmit_stash"];
+
+/// Before a slice: what the CPUs held when the probes left would otherwise
+/// end the first journeys of this slice.
+fn zero_journeys(ebpf: &mut Ebpf) -> anyhow::Result<()> {
+    JOURNEY_MAPS
+        .iter()
+        .try_for_each(|map| zero_per_cpu(ebpf, map))
+}
+
+/// Sampling by time over `links`, if `filters` ask for it; `prepare` runs
+/// before each slice's attaching.
+fn sliced(
+    filters: &Filters,
+    links: &mut plan::Links,
+    ebpf: &mut Ebpf,
+    prepare: fn(&mut Ebpf) -> anyhow::Result<()>,
+) -> anyhow::Result<Option<slices::Sliced>> {
+    if filters.sample_slice_ns == 0 || filters.sample_every <= 1 {
+        return Ok(None);
+    }
+    let slice = std::time::Duration::from_nanos(filters.sample_slice_ns);
+    slices::Sliced::start(filters.sample_every, slice, links, ebpf, prepare).map(Some)
+}
 
 /// Zeroes element 0 of the per-CPU array `name` on every CPU. aya updates a
 /// per-CPU map only through a Rust type of the value's size; these values

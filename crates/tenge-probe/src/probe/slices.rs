@@ -5,7 +5,88 @@
 //! marked in the recording by `pause` records at its two ends, so that the
 //! analyses know nothing was seen then.
 
+use super::plan::Links;
+use anyhow::Context;
+use aya::Ebpf;
 use std::time::Duration;
+
+/// A tracer's links sampled by time: attached for the traced slices only.
+#[derive(Debug)]
+pub(crate) struct Sliced {
+    slices: Slices,
+    /// The edge made at the start (the links come attached), not yet asked for.
+    pending: Option<PauseEdge>,
+}
+
+impl Sliced {
+    /// Slices of `slice` from now on, 1 in `every`, over `links` (attached).
+    pub fn start(
+        every: u32,
+        slice: Duration,
+        links: &mut Links,
+        ebpf: &mut Ebpf,
+        prepare: impl FnOnce(&mut Ebpf) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Sliced> {
+        let now = now_ns();
+        let seed = now ^ u64::from(std::process::id());
+        let mut sliced = Sliced {
+            slices: Slices::new(every, slice, now, seed),
+            pending: None,
+        };
+        sliced.pending = sliced.follow(links, ebpf, prepare)?;
+        Ok(sliced)
+    }
+
+    /// Attaches or detaches `links` as the slice of now calls for, running
+    /// `prepare` (what the last slice left in the maps) just before they
+    /// attach. Returns the edge of the pause it made (its beginning or its
+    /// end), if it made one.
+    pub fn follow(
+        &mut self,
+        links: &mut Links,
+        ebpf: &mut Ebpf,
+        prepare: impl FnOnce(&mut Ebpf) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Option<PauseEdge>> {
+        if let Some(edge) = self.pending.take() {
+            return Ok(Some(edge));
+        }
+        match self.slices.turn(now_ns()) {
+            Turn::Stay => Ok(None),
+            Turn::Detach => {
+                let leaving = now_ns();
+                links.detach();
+                Ok(Some(self.slices.detached(leaving, now_ns())))
+            }
+            Turn::Attach => {
+                prepare(ebpf)?;
+                let coming = now_ns();
+                links
+                    .attach(ebpf)
+                    .context("attaching the probes for a slice")?;
+                Ok(Some(self.slices.attached(coming, now_ns())))
+            }
+        }
+    }
+
+    /// When the links next attach or detach (CLOCK_MONOTONIC ns).
+    pub fn next_edge_ns(&self) -> u64 {
+        self.slices.next_edge_ns(now_ns())
+    }
+
+    /// Whether the links are detached (between slices).
+    pub fn paused(&self) -> bool {
+        self.slices.paused()
+    }
+
+    /// The end of the pause running now, if one is (the tracing ends).
+    pub fn end(&mut self) -> Option<PauseEdge> {
+        self.slices.end(now_ns())
+    }
+}
+
+fn now_ns() -> u64 {
+    crate::os::clock_ns(libc::CLOCK_MONOTONIC)
+}
 
 /// Which slices are traced, and when the probes were last detached.
 #[derive(Debug)]

@@ -4,11 +4,14 @@
 //! `tenge_trace::analysis::stages`'s.
 
 use super::plan::{self, Backend};
+use super::slices::Sliced;
 use super::stats::attached_program_stats;
-use super::{kernel_btf, require_privileges, CommonGlobals, Filters, ProbePlan, ProgramStats};
+use super::{
+    kernel_btf, require_privileges, CommonGlobals, Filters, PauseEdge, ProbePlan, ProgramStats,
+};
 use crate::abi::{tt_hook_counts, tt_stage_stats};
 use anyhow::Context;
-use aya::maps::PerCpuArray;
+use aya::maps::{Array, PerCpuArray};
 use aya::{Ebpf, EbpfLoader};
 use tenge_events::stage_maps::{StageTotals, HOOKS, STAGES};
 
@@ -29,19 +32,21 @@ unsafe impl aya::Pod for MapValue<tt_hook_counts> {}
 /// The attached aggregation programs. Dropping it detaches them and frees
 /// their maps.
 pub struct StageTracer {
-    _links: plan::Links,
+    links: plan::Links,
+    slices: Option<Sliced>,
     ebpf: Ebpf,
     plan: ProbePlan,
 }
 
 impl StageTracer {
-    /// Loads and attaches the programs, filtering as [`Filters`] say; every
-    /// kept packet is counted (sampling does not apply: the cost per hit is
-    /// paid either way, and nothing is sent per packet).
+    /// Loads and attaches the programs, filtering as [`Filters`] say. Every
+    /// kept packet is counted, or by time slices (`sample_slice_ns`), every
+    /// one of the traced slices: sampling by bytes does not apply, as a hit
+    /// costs the same whether it counts or not.
     pub fn start(filters: &Filters) -> anyhow::Result<StageTracer> {
         anyhow::ensure!(
-            filters.sample_every <= 1,
-            "in-kernel stages count every packet: sampling (1 in {}) does not apply",
+            filters.sample_every <= 1 || filters.sample_slice_ns > 0,
+            "in-kernel stages sample by time slices only: 1 in {} blocks of bytes does not apply",
             filters.sample_every
         );
         require_privileges()?;
@@ -63,11 +68,33 @@ impl StageTracer {
             plan.probes
                 .extend(Self::attach_task_marks(&mut loaded, &btf)?.probes);
         }
+        let (mut links, mut ebpf) = (loaded.links, loaded.ebpf);
+        let slices = super::sliced(filters, &mut links, &mut ebpf, forget_stamps)?;
         Ok(StageTracer {
-            _links: loaded.links,
-            ebpf: loaded.ebpf,
+            links,
+            slices,
+            ebpf,
             plan,
         })
+    }
+
+    /// Sampling by time: attaches or detaches the programs as the slice of
+    /// now calls for (see [`Tracer::follow_slices`](super::Tracer::follow_slices)).
+    pub fn follow_slices(&mut self) -> anyhow::Result<Option<PauseEdge>> {
+        match &mut self.slices {
+            Some(slices) => slices.follow(&mut self.links, &mut self.ebpf, forget_stamps),
+            None => Ok(None),
+        }
+    }
+
+    /// Sampling by time: when the programs next attach or detach (CLOCK_MONOTONIC ns).
+    pub fn next_slice_edge_ns(&self) -> Option<u64> {
+        self.slices.as_ref().map(|s| s.next_edge_ns())
+    }
+
+    /// Sampling by time: the end of the pause running now, if one is.
+    pub fn end_slices(&mut self) -> Option<PauseEdge> {
+        self.slices.as_mut()?.end()
     }
 
     /// The task filter's marks, where the socket's own task writes and reads
@@ -128,4 +155,15 @@ impl StageTracer {
     pub fn program_stats(&self) -> anyhow::Result<Vec<ProgramStats>> {
         attached_program_stats(&self.ebpf, &self.plan)
     }
+}
+
+/// Before a slice: the stamps left before the pause name skbs that may be
+/// gone, their addresses another's now; the programs take none older than this.
+fn forget_stamps(ebpf: &mut Ebpf) -> anyhow::Result<()> {
+    let map = ebpf
+        .map_mut("stamps_since")
+        .context("no stamps_since map")?;
+    let mut since = Array::<_, u64>::try_from(map)?;
+    since.set(0, crate::os::clock_ns(libc::CLOCK_MONOTONIC), 0)?;
+    Ok(())
 }

@@ -360,11 +360,9 @@ impl PathAnalyzer {
     fn scale(&self) -> report::Scale {
         let every = f64::from(self.cfg.sample_every.max(1));
         let elapsed = self.now_ns.saturating_sub(self.first_ns);
-        let traced = elapsed.saturating_sub(self.pauses.total_ns);
         report::Scale(match self.cfg.sample_slice_ns {
             0 => every,
-            _ if traced == 0 => every,
-            _ => elapsed as f64 / traced as f64,
+            _ => self.pauses.scale(elapsed).unwrap_or(every),
         })
     }
 
