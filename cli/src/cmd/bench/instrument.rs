@@ -291,24 +291,18 @@ fn packets_counted(tracer: &StageTracer) -> Result<u64> {
 
 /// In-kernel stages sampled by time: a thread attaches and detaches the
 /// programs at the slices' edges, as `stages --slice` does.
-pub struct SlicedStages {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<Result<u64>>,
-}
+pub struct SlicedStages(OnThread<u64>);
 
 impl SlicedStages {
     /// Returns once the programs are loaded (and the first pause begun).
     fn start(filters: Filters) -> Result<SlicedStages> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let thread_stop = Arc::clone(&stop);
-        let handle = std::thread::Builder::new()
-            .name("stages".into())
-            .spawn(move || {
-                let tracer = StageTracer::start(&filters);
-                let _ = ready_tx.send(tracer.as_ref().err().map(|e| format!("{e:#}")));
-                let mut tracer = tracer?;
-                while !thread_stop.load(Ordering::SeqCst) {
+        let start = move || StageTracer::start(&filters);
+        let (thread, ()) = OnThread::spawn(
+            "stages",
+            start,
+            |_| (),
+            |mut tracer, stop| {
+                while !stop.load(Ordering::SeqCst) {
                     let now = tenge_trace::os::clock_ns(libc::CLOCK_MONOTONIC);
                     let edge = tracer.next_slice_edge_ns().unwrap_or(u64::MAX);
                     let nap = Duration::from_nanos(edge.saturating_sub(now));
@@ -316,16 +310,52 @@ impl SlicedStages {
                     tracer.follow_slices()?;
                 }
                 packets_counted(&tracer)
-            })?;
-        match ready_rx.recv() {
-            Ok(None) => Ok(SlicedStages { stop, handle }),
-            Ok(Some(err)) => bail!("{err}"),
-            Err(_) => bail!("the stages thread died while starting"),
-        }
+            },
+        )?;
+        Ok(SlicedStages(thread))
     }
 
     /// The packets the hooks counted (not scaled).
     fn stop(self) -> Result<u64> {
+        self.0.stop()
+    }
+}
+
+/// Something started and then run on a thread of its own until stopped.
+struct OnThread<T> {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<T>>,
+}
+
+impl<T: Send + 'static> OnThread<T> {
+    /// Runs `start` on a new thread and, once it is done, returns what
+    /// `ready` says of what it started (or its error); `run` goes on there
+    /// with it until [`stop`](Self::stop).
+    fn spawn<S, R: Send + 'static>(
+        name: &str,
+        start: impl FnOnce() -> Result<S> + Send + 'static,
+        ready: impl FnOnce(&S) -> R + Send + 'static,
+        run: impl FnOnce(S, &AtomicBool) -> Result<T> + Send + 'static,
+    ) -> Result<(OnThread<T>, R)> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let thread_stop = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let started = start();
+                let said = started.as_ref().map(ready).map_err(|e| format!("{e:#}"));
+                let _ = ready_tx.send(said);
+                run(started?, &thread_stop)
+            })?;
+        match ready_rx.recv() {
+            Ok(Ok(said)) => Ok((OnThread { stop, handle }, said)),
+            Ok(Err(err)) => bail!("{err}"),
+            Err(_) => bail!("the {name} thread died while starting"),
+        }
+    }
+
+    fn stop(self) -> Result<T> {
         self.stop.store(true, Ordering::SeqCst);
         self.handle
             .join()
@@ -369,8 +399,7 @@ fn external_counts(mode: Mode, output: &Path, stderr: &[String]) -> ToolCounts {
 pub struct TracedSession {
     /// The hooks the probes attached to (`category:name`).
     hooks: Vec<String>,
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<Result<SessionEnd>>,
+    thread: OnThread<SessionEnd>,
 }
 
 pub struct SessionEnd {
@@ -385,28 +414,11 @@ pub struct SessionEnd {
 impl TracedSession {
     /// Returns once the probes are attached.
     pub fn start(options: TracerOptions, file: PathBuf) -> Result<TracedSession> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let thread_stop = Arc::clone(&stop);
-        let handle = std::thread::Builder::new()
-            .name("collector".into())
-            .spawn(move || {
-                let tracer = Tracer::start(&options);
-                let _ = ready_tx.send(match &tracer {
-                    Ok(t) => Ok(t.plan().attached().map(|p| p.hook.clone()).collect()),
-                    Err(e) => Err(format!("{e:#}")),
-                });
-                collect(tracer?, &thread_stop, &file)
-            })?;
-        match ready_rx.recv() {
-            Ok(Ok(hooks)) => Ok(TracedSession {
-                hooks,
-                stop,
-                handle,
-            }),
-            Ok(Err(err)) => bail!("{err}"),
-            Err(_) => bail!("the collector thread died while starting"),
-        }
+        let start = move || Tracer::start(&options);
+        let hooks = |tracer: &Tracer| tracer.plan().attached().map(|p| p.hook.clone()).collect();
+        let run = move |tracer, stop: &AtomicBool| collect(tracer, stop, &file);
+        let (thread, hooks) = OnThread::spawn("collector", start, hooks, run)?;
+        Ok(TracedSession { hooks, thread })
     }
 
     pub fn hooks(&self) -> &[String] {
@@ -414,10 +426,7 @@ impl TracedSession {
     }
 
     pub fn stop(self) -> Result<SessionEnd> {
-        self.stop.store(true, Ordering::SeqCst);
-        self.handle
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        self.thread.stop()
     }
 }
 
