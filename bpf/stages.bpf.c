@@ -45,16 +45,29 @@ SKB_STAMP_MAP(tx_stamps);
 SKB_STAMP_MAP(rx_stamps);
 
 /*
- * Sampling by time: when the probes last came back (bpf_ktime_get_ns).
- * A stamp from before then was left before a pause, and the address it
- * names may be another skb's by now; user space sets it before attaching.
+ * Sampling by time: since when the programs count (bpf_ktime_get_ns), set
+ * by user space once they are all attached; COUNTING_OFF from before the
+ * first of them leaves until all are back. So every hook counts over the
+ * same time, the one user space scales by, and not while the programs come
+ * and go one by one. A stamp from before `since` was left before a pause,
+ * and the address it names may be another skb's by now. 0: always counting.
  */
+#define COUNTING_OFF (~0ULL)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
-} stamps_since SEC(".maps");
+} counting_since SEC(".maps");
+
+static __always_inline __u64 counting_from(void)
+{
+	__u32 zero = 0;
+	__u64 *since = bpf_map_lookup_elem(&counting_since, &zero);
+
+	return since ? *since : 0;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -99,9 +112,6 @@ static __always_inline struct skb_stamp *slot_of(void *stamps, __u64 skb)
 static __always_inline bool stamp_of(struct skb_stamp *slot, __u64 skb, __u32 hook,
 				     struct skb_stamp *out)
 {
-	__u32 zero = 0;
-	__u64 *since = bpf_map_lookup_elem(&stamps_since, &zero);
-
 	if (!slot || *(volatile __u64 *)&slot->skb != skb)
 		return false;
 	barrier();
@@ -110,7 +120,7 @@ static __always_inline bool stamp_of(struct skb_stamp *slot, __u64 skb, __u32 ho
 	out->hook = slot->hook;
 	barrier();
 	return *(volatile __u64 *)&slot->skb == skb && out->hook == hook &&
-	       (!since || out->ts_ns >= *since);
+	       out->ts_ns >= counting_from();
 }
 
 static __always_inline void stamp(struct skb_stamp *slot, __u64 skb, __u64 now, __u32 len,
@@ -241,6 +251,8 @@ static __always_inline void first_hop(void *stamps, const struct sk_buff *skb, b
 	__u64 key = addr_of(skb);
 	struct skb_stamp *slot = slot_of(stamps, key);
 
+	if (counting_from() == COUNTING_OFF)
+		return;
 	if (!pkt_kept(skb, tx)) {
 		/* A reused address must not carry the stamp of the skb it was. */
 		unstamp(slot, key);
@@ -262,6 +274,9 @@ static __always_inline void next_hop(void *stamps, const struct sk_buff *skb, bo
 	struct skb_stamp *slot = slot_of(stamps, key);
 	struct skb_stamp prev;
 	__u32 len = skb->len;
+
+	if (counting_from() == COUNTING_OFF)
+		return;
 
 	if (stamp_of(slot, key, prev_hook, &prev)) {
 		record_stage(stage, &prev, now);
@@ -344,7 +359,7 @@ int BPF_PROG(dev_xmit_btf, struct sk_buff *skb, int rc)
 	struct skb_stamp *slot = slot_of(&tx_stamps, key);
 	struct skb_stamp prev;
 
-	if (!stamp_of(slot, key, TT_HOOK_DEV_START_XMIT, &prev))
+	if (counting_from() == COUNTING_OFF || !stamp_of(slot, key, TT_HOOK_DEV_START_XMIT, &prev))
 		return 0;
 	unstamp(slot, key);
 	count_hook(TT_HOOK_DEV_XMIT, prev.skb_len);
@@ -386,6 +401,8 @@ int BPF_PROG(tcp_rcv_btf, struct sock *sk, struct sk_buff *skb)
 	struct skb_stamp prev;
 	struct tt_hdr h = {};
 
+	if (counting_from() == COUNTING_OFF)
+		return 0;
 	if (stamp_of(slot, key, TT_HOOK_NETIF_RECEIVE, &prev)) {
 		unstamp(slot, key);
 		record_stage(TT_STAGE_IP_TCP, &prev, now);

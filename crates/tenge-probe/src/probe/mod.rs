@@ -290,25 +290,28 @@ const JOURNEY_MAPS: [&str; 4] = ["tx_journeys", "rx_journeys", "rx_entries", "xm
 
 /// Before a slice: what the CPUs held when the probes left would otherwise
 /// end the first journeys of this slice.
-fn zero_journeys(ebpf: &mut Ebpf) -> anyhow::Result<()> {
+fn zero_journeys(ebpf: &mut Ebpf, moment: slices::Moment) -> anyhow::Result<()> {
+    if moment != slices::Moment::Coming {
+        return Ok(());
+    }
     JOURNEY_MAPS
         .iter()
         .try_for_each(|map| zero_per_cpu(ebpf, map))
 }
 
-/// Sampling by time over `links`, if `filters` ask for it; `prepare` runs
-/// before each slice's attaching.
+/// Sampling by time over `links`, if `filters` ask for it; `at_moment`
+/// runs as they come and go.
 fn sliced(
     filters: &Filters,
     links: &mut plan::Links,
     ebpf: &mut Ebpf,
-    prepare: fn(&mut Ebpf) -> anyhow::Result<()>,
+    at_moment: slices::AtMoment,
 ) -> anyhow::Result<Option<slices::Sliced>> {
     if filters.sample_slice_ns == 0 || filters.sample_every <= 1 {
         return Ok(None);
     }
     let slice = std::time::Duration::from_nanos(filters.sample_slice_ns);
-    slices::Sliced::start(filters.sample_every, slice, links, ebpf, prepare).map(Some)
+    slices::Sliced::start(filters.sample_every, slice, links, ebpf, at_moment).map(Some)
 }
 
 /// Zeroes element 0 of the per-CPU array `name` on every CPU. aya updates a

@@ -10,6 +10,20 @@ use anyhow::Context;
 use aya::Ebpf;
 use std::time::Duration;
 
+/// What a tracer's maps are told as its links come and go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Moment {
+    /// The links are about to leave.
+    Leaving,
+    /// The links are about to come back.
+    Coming,
+    /// The links are all back.
+    Back,
+}
+
+/// What a tracer does to its maps at each [`Moment`].
+pub(crate) type AtMoment = fn(&mut Ebpf, Moment) -> anyhow::Result<()>;
+
 /// A tracer's links sampled by time: attached for the traced slices only.
 #[derive(Debug)]
 pub(crate) struct Sliced {
@@ -25,7 +39,7 @@ impl Sliced {
         slice: Duration,
         links: &mut Links,
         ebpf: &mut Ebpf,
-        prepare: impl FnOnce(&mut Ebpf) -> anyhow::Result<()>,
+        at_moment: AtMoment,
     ) -> anyhow::Result<Sliced> {
         let now = now_ns();
         let seed = now ^ u64::from(std::process::id());
@@ -33,19 +47,19 @@ impl Sliced {
             slices: Slices::new(every, slice, now, seed),
             pending: None,
         };
-        sliced.pending = sliced.follow(links, ebpf, prepare)?;
+        sliced.pending = sliced.follow(links, ebpf, at_moment)?;
         Ok(sliced)
     }
 
-    /// Attaches or detaches `links` as the slice of now calls for, running
-    /// `prepare` (what the last slice left in the maps) just before they
-    /// attach. Returns the edge of the pause it made (its beginning or its
+    /// Attaches or detaches `links` as the slice of now calls for, telling
+    /// `at_moment` before they leave, before they come back and once they
+    /// are. Returns the edge of the pause it made (its beginning or its
     /// end), if it made one.
     pub fn follow(
         &mut self,
         links: &mut Links,
         ebpf: &mut Ebpf,
-        prepare: impl FnOnce(&mut Ebpf) -> anyhow::Result<()>,
+        at_moment: AtMoment,
     ) -> anyhow::Result<Option<PauseEdge>> {
         if let Some(edge) = self.pending.take() {
             return Ok(Some(edge));
@@ -53,16 +67,18 @@ impl Sliced {
         match self.slices.turn(now_ns()) {
             Turn::Stay => Ok(None),
             Turn::Detach => {
+                at_moment(ebpf, Moment::Leaving)?;
                 let leaving = now_ns();
                 links.detach();
                 Ok(Some(self.slices.detached(leaving, now_ns())))
             }
             Turn::Attach => {
-                prepare(ebpf)?;
+                at_moment(ebpf, Moment::Coming)?;
                 let coming = now_ns();
                 links
                     .attach(ebpf)
                     .context("attaching the probes for a slice")?;
+                at_moment(ebpf, Moment::Back)?;
                 Ok(Some(self.slices.attached(coming, now_ns())))
             }
         }

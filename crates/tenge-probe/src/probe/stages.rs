@@ -4,7 +4,7 @@
 //! `tenge_trace::analysis::stages`'s.
 
 use super::plan::{self, Backend};
-use super::slices::Sliced;
+use super::slices::{Moment, Sliced};
 use super::stats::attached_program_stats;
 use super::{
     kernel_btf, require_privileges, CommonGlobals, Filters, PauseEdge, ProbePlan, ProgramStats,
@@ -69,7 +69,7 @@ impl StageTracer {
                 .extend(Self::attach_task_marks(&mut loaded, &btf)?.probes);
         }
         let (mut links, mut ebpf) = (loaded.links, loaded.ebpf);
-        let slices = super::sliced(filters, &mut links, &mut ebpf, forget_stamps)?;
+        let slices = super::sliced(filters, &mut links, &mut ebpf, gate_counting)?;
         Ok(StageTracer {
             links,
             slices,
@@ -82,7 +82,7 @@ impl StageTracer {
     /// now calls for (see [`Tracer::follow_slices`](super::Tracer::follow_slices)).
     pub fn follow_slices(&mut self) -> anyhow::Result<Option<PauseEdge>> {
         match &mut self.slices {
-            Some(slices) => slices.follow(&mut self.links, &mut self.ebpf, forget_stamps),
+            Some(slices) => slices.follow(&mut self.links, &mut self.ebpf, gate_counting),
             None => Ok(None),
         }
     }
@@ -157,13 +157,19 @@ impl StageTracer {
     }
 }
 
-/// Before a slice: the stamps left before the pause name skbs that may be
-/// gone, their addresses another's now; the programs take none older than this.
-fn forget_stamps(ebpf: &mut Ebpf) -> anyhow::Result<()> {
+/// Sampling by time: the programs count nothing from before the first of
+/// them leaves until all are back (`counting_since` in bpf/stages.bpf.c),
+/// so that every hook counts over the time the pauses leave, which the
+/// counts are scaled by; and take no stamp from before a pause.
+fn gate_counting(ebpf: &mut Ebpf, moment: Moment) -> anyhow::Result<()> {
+    let since = match moment {
+        Moment::Leaving => u64::MAX,
+        Moment::Coming => return Ok(()),
+        Moment::Back => crate::os::clock_ns(libc::CLOCK_MONOTONIC),
+    };
     let map = ebpf
-        .map_mut("stamps_since")
-        .context("no stamps_since map")?;
-    let mut since = Array::<_, u64>::try_from(map)?;
-    since.set(0, crate::os::clock_ns(libc::CLOCK_MONOTONIC), 0)?;
+        .map_mut("counting_since")
+        .context("no counting_since map")?;
+    Array::<_, u64>::try_from(map)?.set(0, since, 0)?;
     Ok(())
 }
