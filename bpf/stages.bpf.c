@@ -61,11 +61,17 @@ struct {
 	__type(value, __u64);
 } counting_since SEC(".maps");
 
+/* Set when sampling by time: otherwise the verifier drops the gate's load. */
+const volatile __u8 time_sliced = 0;
+
 static __always_inline __u64 counting_from(void)
 {
 	__u32 zero = 0;
-	__u64 *since = bpf_map_lookup_elem(&counting_since, &zero);
+	__u64 *since;
 
+	if (!time_sliced)
+		return 0;
+	since = bpf_map_lookup_elem(&counting_since, &zero);
 	return since ? *since : 0;
 }
 
@@ -109,7 +115,7 @@ static __always_inline struct skb_stamp *slot_of(void *stamps, __u64 skb)
  * reorders them (arm64) may, rarely, time one skb by another's stamp: a
  * wrong sample, never a fault.
  */
-static __always_inline bool stamp_of(struct skb_stamp *slot, __u64 skb, __u32 hook,
+static __always_inline bool stamp_of(struct skb_stamp *slot, __u64 skb, __u32 hook, __u64 since,
 				     struct skb_stamp *out)
 {
 	if (!slot || *(volatile __u64 *)&slot->skb != skb)
@@ -119,8 +125,7 @@ static __always_inline bool stamp_of(struct skb_stamp *slot, __u64 skb, __u32 ho
 	out->skb_len = slot->skb_len;
 	out->hook = slot->hook;
 	barrier();
-	return *(volatile __u64 *)&slot->skb == skb && out->hook == hook &&
-	       out->ts_ns >= counting_from();
+	return *(volatile __u64 *)&slot->skb == skb && out->hook == hook && out->ts_ns >= since;
 }
 
 static __always_inline void stamp(struct skb_stamp *slot, __u64 skb, __u64 now, __u32 len,
@@ -274,11 +279,12 @@ static __always_inline void next_hop(void *stamps, const struct sk_buff *skb, bo
 	struct skb_stamp *slot = slot_of(stamps, key);
 	struct skb_stamp prev;
 	__u32 len = skb->len;
+	__u64 since = counting_from();
 
-	if (counting_from() == COUNTING_OFF)
+	if (since == COUNTING_OFF)
 		return;
 
-	if (stamp_of(slot, key, prev_hook, &prev)) {
+	if (stamp_of(slot, key, prev_hook, since, &prev)) {
 		record_stage(stage, &prev, now);
 	} else if (pkt_kept(skb, tx)) {
 		record_stage(stage, NULL, now);
@@ -358,8 +364,9 @@ int BPF_PROG(dev_xmit_btf, struct sk_buff *skb, int rc)
 	__u64 key = addr_of(skb);
 	struct skb_stamp *slot = slot_of(&tx_stamps, key);
 	struct skb_stamp prev;
+	__u64 since = counting_from();
 
-	if (counting_from() == COUNTING_OFF || !stamp_of(slot, key, TT_HOOK_DEV_START_XMIT, &prev))
+	if (since == COUNTING_OFF || !stamp_of(slot, key, TT_HOOK_DEV_START_XMIT, since, &prev))
 		return 0;
 	unstamp(slot, key);
 	count_hook(TT_HOOK_DEV_XMIT, prev.skb_len);
@@ -400,10 +407,11 @@ int BPF_PROG(tcp_rcv_btf, struct sock *sk, struct sk_buff *skb)
 	struct skb_stamp *slot = slot_of(&rx_stamps, key);
 	struct skb_stamp prev;
 	struct tt_hdr h = {};
+	__u64 since = counting_from();
 
-	if (counting_from() == COUNTING_OFF)
+	if (since == COUNTING_OFF)
 		return 0;
-	if (stamp_of(slot, key, TT_HOOK_NETIF_RECEIVE, &prev)) {
+	if (stamp_of(slot, key, TT_HOOK_NETIF_RECEIVE, since, &prev)) {
 		unstamp(slot, key);
 		record_stage(TT_STAGE_IP_TCP, &prev, now);
 	} else if (sock_flow(&h, sk, true, false, false)) {

@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::{tcp_flags, Body, Event};
-use tenge_trace::probe::{check, Backend, Filters, HitCounter, Tracer, TracerOptions};
+use tenge_trace::probe::{check, Backend, Filters, Tracer, TracerOptions};
 
 const TRANSFER_BYTES: usize = 4 << 20;
 
@@ -788,7 +788,7 @@ fn hit_counter_accounts_for_every_hook_hit() {
         ..TracerOptions::default()
     })
     .expect("tracer starts");
-    let counter = HitCounter::start(&tracer).expect("hit counter starts");
+    tracer.count_hits().expect("hit counter starts");
     // Run-time statistics by a descriptor the kernel counts: the host-wide
     // switch is never written.
     assert_eq!(std::fs::read_to_string(stats_sysctl).unwrap(), stats_before);
@@ -825,9 +825,11 @@ fn hit_counter_accounts_for_every_hook_hit() {
     });
     let (starts, stats) = collected;
     assert_eq!(stats.lost_total(), 0);
-    let hits = counter.stop(&tracer).expect("hit counter stops");
+    let hits = tracer
+        .hook_hits()
+        .expect("counted until the probes detached");
     assert_eq!(std::fs::read_to_string(stats_sysctl).unwrap(), stats_before);
-    for h in &hits {
+    for h in hits {
         eprintln!("{:>32} hits {:>8} runs {:>8}", h.hook, h.hits, h.runs);
     }
     let hook = |name: &str| hits.iter().find(|h| h.hook == name).unwrap();

@@ -92,6 +92,11 @@ pub struct FilterArgs {
     /// their bytes (so every stage of a kept packet is seen); lifecycle events are all kept, NAPI polls 1 in N per CPU.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub sample: u32,
+    /// With --sample N: trace every packet of 1 in N slices of this much time (e.g. 20ms),
+    /// at a random position in each run of N, instead of 1 in N blocks of sequence space;
+    /// between slices the probes are detached and cost nothing.
+    #[arg(long, value_name = "TIME", value_parser = value::duration)]
+    pub slice: Option<std::time::Duration>,
     /// Ring buffer size in MiB (a power of two).
     #[arg(long, value_name = "MIB", default_value_t = 16, value_parser = value::ring_mib)]
     pub ring_mib: u32,
@@ -151,11 +156,6 @@ pub struct RecordArgs {
     /// Stop after this long: seconds, or with a unit (500ms, 2m, 1h) (default: until the command exits or Ctrl-C).
     #[arg(long, value_name = "TIME", value_parser = value::duration)]
     pub duration: Option<std::time::Duration>,
-    /// With --sample N: trace every packet of 1 in N slices of this much time (e.g. 20ms),
-    /// at a random position in each run of N, instead of 1 in N blocks of sequence space;
-    /// between slices the probes are detached and cost nothing.
-    #[arg(long, value_name = "TIME", value_parser = value::duration)]
-    pub slice: Option<std::time::Duration>,
     /// Also sample kernel and user stacks on every CPU (perf_event, cpu-clock).
     #[arg(long)]
     pub cpu_profile: bool,
@@ -165,8 +165,8 @@ pub struct RecordArgs {
     /// Also count each hooked tracepoint's hits (perf) against its program's runs (bpf_stats,
     /// held on by a BPF_ENABLE_STATS descriptor while recording; no sysctl is written), to
     /// report the hits the kernel ran no program for, which no lost count can see. Costs every
-    /// hit more.
-    #[arg(long)]
+    /// hit more. Not with --slice (between slices the hooks fire with no program attached).
+    #[arg(long, conflicts_with = "slice")]
     pub count_hits: bool,
     /// Store the kernel's addresses (skb, napi, drop location) as they are.
     /// By default each is replaced by an opaque identifier keyed by a secret

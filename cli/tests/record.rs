@@ -279,16 +279,26 @@ fn bad_input_is_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-scenario"));
-    // Time slices need a rate, and room to attach the probes in.
+    // Time slices need a rate, and room to attach the probes in; hits are
+    // not counted against programs that come and go.
+    let record = ["record", "-o", "/tmp/tt-x.ttr"];
     for (args, says) in [
-        (&["--slice", "20ms"][..], "--sample N"),
-        (&["--sample", "4", "--slice", "1ms"][..], "at least 5ms"),
+        (&[&record[..], &["--slice", "20ms"]].concat(), "--sample N"),
+        (
+            &[&record[..], &["--sample", "4", "--slice", "1ms"]].concat(),
+            "at least 5ms",
+        ),
+        (
+            &[
+                &record[..],
+                &["--sample", "4", "--slice", "20ms", "--count-hits"],
+            ]
+            .concat(),
+            "cannot be used with",
+        ),
+        (&vec!["watch", "--slice", "20ms"], "--sample N"),
     ] {
-        let out = bin()
-            .args(["record", "-o", "/tmp/tt-x.ttr"])
-            .args(args)
-            .output()
-            .unwrap();
+        let out = bin().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");

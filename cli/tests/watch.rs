@@ -11,6 +11,7 @@ use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tenge_trace::lab::capture;
+use tenge_trace::lab::iperf::Iperf3Server;
 use tenge_trace::lab::{Lab, LabConfig, Scenario};
 use tenge_trace::trace_file::TraceMeta;
 
@@ -32,17 +33,35 @@ impl Watch {
 
     /// BPF links and perf events (classic tracepoints) the process holds.
     fn attachments(&self) -> usize {
+        self.fds_to(&["bpf_link", "perf_event"])
+    }
+
+    /// The process's descriptors whose target names one of `kinds`.
+    fn fds_to(&self, kinds: &[&str]) -> usize {
         let pid = self.0.as_ref().unwrap().id();
         std::fs::read_dir(format!("/proc/{pid}/fd"))
             .map(|dir| {
                 dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
                     .filter(|target| {
                         let t = target.to_string_lossy();
-                        t.contains("bpf_link") || t.contains("perf_event")
+                        kinds.iter().any(|kind| t.contains(kind))
                     })
                     .count()
             })
             .unwrap_or(0)
+    }
+
+    /// Returns once the programs are loaded (time slices attach and detach
+    /// them from then on: no steady count of links to wait for).
+    fn wait_loaded(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.fds_to(&["bpf-prog"]) == 0 {
+            assert!(Instant::now() < deadline, "watch loaded no program");
+            if let Some(status) = self.0.as_mut().unwrap().try_wait().unwrap() {
+                panic!("watch exited early: {status}: {:?}", self.finish());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Returns once the probes are attached: the count of attachments rose
@@ -83,6 +102,15 @@ impl Watch {
         );
         stdout
     }
+}
+
+/// The summary line of a `watch --json` output.
+fn summary_line(stdout: &str) -> Value {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .find(|v: &Value| v["type"] == "summary")
+        .expect("summary line")
 }
 
 impl Drop for Watch {
@@ -242,12 +270,7 @@ fn watch_retires_the_sockets_of_closed_connections() {
     short_connections(&lab, CONNECTIONS);
     // Closed sockets go once silent for a second, at the next look (a tick a second).
     std::thread::sleep(Duration::from_millis(2500));
-    let stdout = watch.finish_ok();
-    let summary: Value = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .find(|v: &Value| v["type"] == "summary")
-        .expect("summary line");
+    let summary = summary_line(&watch.finish_ok());
     let report = &summary["report"];
     let retirement = &report["retirement"];
     let sockets = report["sockets"].as_array().unwrap();
@@ -267,4 +290,40 @@ fn watch_retires_the_sockets_of_closed_connections() {
         .sum();
     let folded = retirement["folded"]["bytes_sent"].as_u64().unwrap();
     assert_eq!(shown + folded, 2 * 10_000 * CONNECTIONS as u64);
+}
+
+/// `watch --sample 4 --slice 50ms` over an iperf3 transfer: the probes come
+/// and go with the slices, and the summary says so as `record`'s report
+/// does: its pauses, the sampling and the scale the counts were taken by.
+#[test]
+fn watch_by_time_slices_reports_its_pauses_and_scale() {
+    if !common::require_root("watch_by_time_slices_reports_its_pauses_and_scale") {
+        return;
+    }
+    let lab = Lab::new(&LabConfig::default()).unwrap();
+    let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
+    let addr = lab.receiver_ip().to_string();
+    let mut watch = Watch::spawn(&[
+        "--json", "--addr", &addr, "--sample", "4", "--slice", "50ms",
+    ]);
+    watch.wait_loaded();
+    let client = Command::new("ip")
+        .args(["netns", "exec", lab.sender_netns().name()])
+        .args(["iperf3", "-c", &addr, "-p", "5201", "-t", "3"])
+        .output()
+        .unwrap();
+    assert!(client.status.success(), "{client:?}");
+    drop(server);
+    let summary = summary_line(&watch.finish_ok());
+    let report = &summary["report"];
+    common::assert_matches_schema("report.schema.json", report);
+    assert_eq!(report["sample_every"], 4);
+    assert_eq!(report["sample_slice_ns"], 50_000_000);
+    // Runs of 200 ms, a pause in each, over the 3 s of the transfer at
+    // least (and the watch's own start, a second or less).
+    let pauses = report["pauses"]["count"].as_u64().unwrap();
+    let scale = report["scale"].as_f64().unwrap();
+    eprintln!("{pauses} pauses, scale {scale:.2}");
+    assert!((10..=25).contains(&pauses), "{pauses} pauses");
+    assert!((3.0..6.0).contains(&scale), "scale {scale}");
 }

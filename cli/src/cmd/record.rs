@@ -5,20 +5,19 @@ use crate::cli::RecordArgs;
 use std::process::ExitCode;
 use std::time::Instant;
 use tenge_trace::collector::{CollectStats, Collector, Recording, Sink};
-use tenge_trace::probe::{HitCounter, HookHits};
+use tenge_trace::probe::HookHits;
 use tenge_trace::trace_file::{KernelPointers, TraceMeta, TraceSummary, TraceWriter};
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
     let stop = &flags.stop;
     let cpu_profile_hz = args.cpu_profile.then_some(args.cpu_hz);
-    let mut tracer = session::start(&args.filters, args.slice, cpu_profile_hz)?;
-    let hit_counter = args
-        .count_hits
-        .then(|| HitCounter::start(&tracer))
-        .transpose()?;
+    let mut tracer = session::start(&args.filters, cpu_profile_hz)?;
+    if args.count_hits {
+        tracer.count_hits()?;
+    }
 
-    let filters = session::filters(&args.filters, args.slice)?;
+    let filters = session::filters(&args.filters)?;
     let mut meta = TraceMeta::of_session(
         tracer.plan(),
         &filters,
@@ -58,7 +57,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
 
     let child_status = child.map(|child| child.finish(&flags));
     let end_reason = session::end_reason(&flags, child_status.is_some(), deadline.is_some());
-    let hook_hits = hit_counter.map(|c| c.stop(&tracer)).transpose()?;
+    let hook_hits = tracer.hook_hits().map(<[HookHits]>::to_vec);
     let summary = TraceSummary {
         stacks: tracer
             .resolve_stacks(&recording.stack_ids())

@@ -91,11 +91,11 @@ impl Child {
     }
 }
 
-/// The filters and sampling of `args`; by time slices of `slice` if given.
-pub fn filters(args: &FilterArgs, slice: Option<Duration>) -> anyhow::Result<Filters> {
+/// The filters and sampling of `args` (by time slices with `--slice`).
+pub fn filters(args: &FilterArgs) -> anyhow::Result<Filters> {
     Ok(Filters {
         sample_every: args.sample,
-        sample_slice_ns: slice_ns(args.sample, slice)?,
+        sample_slice_ns: slice_ns(args.sample, args.slice)?,
         ..flow_filters(&args.flow)?
     })
 }
@@ -140,13 +140,9 @@ pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
     })
 }
 
-pub fn start(
-    args: &FilterArgs,
-    slice: Option<Duration>,
-    cpu_profile_hz: Option<u64>,
-) -> anyhow::Result<Tracer> {
+pub fn start(args: &FilterArgs, cpu_profile_hz: Option<u64>) -> anyhow::Result<Tracer> {
     let options = TracerOptions {
-        filters: filters(args, slice)?,
+        filters: filters(args)?,
         ring_bytes: args.ring_mib << 20,
         cpu_profile_hz,
         per_hook: args.journeys.per_hook,

@@ -29,9 +29,11 @@ const EXIT_ALERT: u8 = 3;
 
 pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
-    let mut tracer = session::start(&args.filters, None, None)?;
+    let mut tracer = session::start(&args.filters, None)?;
+    let filters = session::filters(&args.filters)?;
     let paths = PathConfig {
-        sample_every: args.filters.sample,
+        sample_every: filters.sample_every,
+        sample_slice_ns: filters.sample_slice_ns,
         ..PathConfig::default()
     };
     let mut cfg = super::report::analysis_config(&args.alerts, paths);

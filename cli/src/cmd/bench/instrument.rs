@@ -14,8 +14,11 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tenge_trace::collector::{CollectStats, Collector, Recording};
+use tenge_trace::hooks;
 use tenge_trace::os::thread_cpu;
-use tenge_trace::probe::{Filters, ProgramStats, StageTracer, Tracer, TracerOptions};
+use tenge_trace::probe::{
+    Filters, ProgramStats, ReferencePrograms, StageTracer, Tracer, TracerOptions,
+};
 use tenge_trace::trace_file::{TraceMeta, TraceWriter};
 
 /// How long an external tool may take to attach (bpftrace compiles first).
@@ -37,6 +40,12 @@ pub enum Mode {
     /// collector running, the probes detached throughout. What sampling by
     /// time costs apart from its slices.
     Detached,
+    /// An empty program on each of `record`'s hooks, no collector: the
+    /// dispatch that any design seeing every packet at these hooks pays,
+    /// whatever it records (the floor of the modes that run on every hit).
+    EmptyRecordHooks,
+    /// The same on the hooks of `stages`.
+    EmptyStagesHooks,
     /// `tenge-trace stages`: latencies aggregated in the kernel, nothing per packet sent.
     Stages,
     /// `tenge-trace stages --sample 64 --slice 20ms`: the same in one time
@@ -48,13 +57,15 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 10] = [
+    pub const ALL: [Mode; 12] = [
         Mode::Untraced,
         Mode::Full,
         Mode::FullPerHook,
         Mode::Sampled64,
         Mode::Sliced64,
         Mode::Detached,
+        Mode::EmptyRecordHooks,
+        Mode::EmptyStagesHooks,
         Mode::Stages,
         Mode::StagesSliced64,
         Mode::Bpftrace,
@@ -69,6 +80,8 @@ impl Mode {
             Mode::Sampled64 => "tenge-trace, 1/64 sampled",
             Mode::Sliced64 => "tenge-trace, 1/64 of the time (20 ms slices)",
             Mode::Detached => "tenge-trace, loaded, probes detached (no slice)",
+            Mode::EmptyRecordHooks => "empty programs on record's hooks",
+            Mode::EmptyStagesHooks => "empty programs on stages' hooks",
             Mode::Stages => "tenge-trace, in-kernel stages",
             Mode::StagesSliced64 => "tenge-trace, in-kernel stages, 1/64 of the time",
             Mode::Bpftrace => "bpftrace, same hooks",
@@ -101,6 +114,10 @@ pub struct ToolCounts {
 pub enum Instrument {
     None,
     Tenge(TracedSession),
+    /// Held for as long as the transfer runs: dropping it detaches them.
+    Empty {
+        _programs: ReferencePrograms,
+    },
     Stages(StageTracer),
     SlicedStages(SlicedStages),
     External {
@@ -139,6 +156,8 @@ impl Instrument {
                 };
                 Ok(Instrument::Tenge(TracedSession::start(options, output)?))
             }
+            Mode::EmptyRecordHooks => empty_programs(hooks::per_packet()),
+            Mode::EmptyStagesHooks => empty_programs(hooks::in_stages()),
             Mode::Stages => Ok(Instrument::Stages(StageTracer::start(&Filters {
                 port: Some(target.port),
                 ..Filters::default()
@@ -189,7 +208,7 @@ impl Instrument {
     /// Stops the tool, removes its output, and returns what it counted.
     pub fn stop(self) -> Result<ToolCounts> {
         match self {
-            Instrument::None => Ok(ToolCounts::default()),
+            Instrument::None | Instrument::Empty { .. } => Ok(ToolCounts::default()),
             Instrument::Tenge(session) => {
                 let end = session.stop()?;
                 Ok(ToolCounts {
@@ -283,6 +302,14 @@ fn spawn_ready(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+fn empty_programs<'a>(on: impl Iterator<Item = &'a hooks::Hook>) -> Result<Instrument> {
+    let names: Vec<String> = on.map(|h| h.name()).collect();
+    let programs = ReferencePrograms::empty(names.iter().map(String::as_str))?;
+    Ok(Instrument::Empty {
+        _programs: programs,
+    })
 }
 
 fn packets_counted(tracer: &StageTracer) -> Result<u64> {
@@ -407,7 +434,7 @@ pub struct SessionEnd {
     /// CPU time (user + system) of the collector thread and of the thread
     /// that wrote its trace file.
     pub cpu: Duration,
-    /// Per-program run time and runs, read just before the probes detach.
+    /// Per-program run time and runs, read once the probes detached.
     pub programs: Vec<ProgramStats>,
 }
 

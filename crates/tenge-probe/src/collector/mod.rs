@@ -125,7 +125,8 @@ impl Collector {
     }
 
     /// Drains `tracer` into `sink` until `stop` is set or `deadline` passes,
-    /// then once more, and reads the lost counters last. The sink's first
+    /// then detaches its probes and drains once more, and reads the lost
+    /// counters last. The sink's first
     /// error ends it.
     pub fn run(
         &mut self,
@@ -169,6 +170,9 @@ impl Collector {
                 next_tick = now + TICK;
             }
         }
+        // Detached first: a record queued after the last drain would be lost
+        // without a count (one NAPI poll at the end of a transfer was).
+        tracer.detach_probes()?;
         while drain(tracer, &mut stats, sink, in_order.as_mut())? {}
         if let Some(pause) = tracer.end_slices() {
             record_pause(pause, &mut stats, sink, in_order.as_mut())?;

@@ -21,7 +21,8 @@ pub mod symbols;
 mod tracefs;
 
 pub use check::{check, Capabilities, CheckReport, HookCheck};
-pub use hits::{HitCounter, HookHits};
+use hits::HitCounter;
+pub use hits::HookHits;
 pub use plan::{Backend, PlannedProbe, ProbePlan, BACKENDS_VAR, VERIFIER_LOG_VAR};
 #[cfg(feature = "bench")]
 pub use reference::{system_program_stats, ReferencePrograms};
@@ -137,6 +138,9 @@ pub struct Tracer {
     journeys: bool,
     links: plan::Links,
     slices: Option<slices::Sliced>,
+    /// `count_hits`: counting until the probes detach, then what it counted.
+    hit_counter: Option<HitCounter>,
+    hook_hits: Option<Vec<HookHits>>,
     ebpf: Ebpf,
     plan: ProbePlan,
 }
@@ -184,9 +188,23 @@ impl Tracer {
             journeys: !options.per_hook,
             links,
             slices,
+            hit_counter: None,
+            hook_hits: None,
             ebpf,
             plan,
         })
+    }
+
+    /// Counts each tracepoint probe's hits (perf) against its program's runs
+    /// (bpf_stats) from now until the probes detach (probe/hits.rs says why).
+    pub fn count_hits(&mut self) -> anyhow::Result<()> {
+        self.hit_counter = Some(HitCounter::start(self)?);
+        Ok(())
+    }
+
+    /// What [`count_hits`](Self::count_hits) counted, once the probes detached.
+    pub fn hook_hits(&self) -> Option<&[HookHits]> {
+        self.hook_hits.as_deref()
     }
 
     /// Sampling by time: when the probes next attach or detach
@@ -206,9 +224,22 @@ impl Tracer {
     /// its end), if it made one.
     pub fn follow_slices(&mut self) -> anyhow::Result<Option<PauseEdge>> {
         match &mut self.slices {
-            Some(slices) => slices.follow(&mut self.links, &mut self.ebpf, zero_journeys),
+            Some(slices) => slices.follow(&mut self.links, &mut self.ebpf),
             None => Ok(None),
         }
+    }
+
+    /// Detaches the probes for good; the programs and the ring stay, so that
+    /// the last drain reads every record they queued and their statistics
+    /// can still be read.
+    pub fn detach_probes(&mut self) -> anyhow::Result<()> {
+        // The hit counters stop first: a hit after the programs left would
+        // count as one the kernel ran no program for.
+        if let Some(counter) = self.hit_counter.take() {
+            self.hook_hits = Some(counter.stop(self)?);
+        }
+        self.links.detach();
+        Ok(())
     }
 
     /// Sampling by time: the end of the pause running now, if one is (the recording ends).
@@ -301,13 +332,18 @@ fn zero_journeys(ebpf: &mut Ebpf, moment: slices::Moment) -> anyhow::Result<()> 
 
 /// Sampling by time over `links`, if `filters` ask for it; `at_moment`
 /// runs as they come and go.
+/// Whether `filters` sample by time slices (a slice, and 1 in more than one).
+fn time_sliced(filters: &Filters) -> bool {
+    filters.sample_slice_ns > 0 && filters.sample_every > 1
+}
+
 fn sliced(
     filters: &Filters,
     links: &mut plan::Links,
     ebpf: &mut Ebpf,
     at_moment: slices::AtMoment,
 ) -> anyhow::Result<Option<slices::Sliced>> {
-    if filters.sample_slice_ns == 0 || filters.sample_every <= 1 {
+    if !time_sliced(filters) {
         return Ok(None);
     }
     let slice = std::time::Duration::from_nanos(filters.sample_slice_ns);

@@ -30,6 +30,7 @@ pub(crate) struct Sliced {
     slices: Slices,
     /// The edge made at the start (the links come attached), not yet asked for.
     pending: Option<PauseEdge>,
+    at_moment: AtMoment,
 }
 
 impl Sliced {
@@ -46,21 +47,22 @@ impl Sliced {
         let mut sliced = Sliced {
             slices: Slices::new(every, slice, now, seed),
             pending: None,
+            at_moment,
         };
-        sliced.pending = sliced.follow(links, ebpf, at_moment)?;
+        sliced.pending = sliced.follow(links, ebpf)?;
         Ok(sliced)
     }
 
     /// Attaches or detaches `links` as the slice of now calls for, telling
-    /// `at_moment` before they leave, before they come back and once they
-    /// are. Returns the edge of the pause it made (its beginning or its
-    /// end), if it made one.
+    /// the tracer's `at_moment` before they leave, before they come back and
+    /// once they are. Returns the edge of the pause it made (its beginning
+    /// or its end), if it made one.
     pub fn follow(
         &mut self,
         links: &mut Links,
         ebpf: &mut Ebpf,
-        at_moment: AtMoment,
     ) -> anyhow::Result<Option<PauseEdge>> {
+        let at_moment = self.at_moment;
         if let Some(edge) = self.pending.take() {
             return Ok(Some(edge));
         }

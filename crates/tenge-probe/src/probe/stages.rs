@@ -54,6 +54,8 @@ impl StageTracer {
         let globals = CommonGlobals::of(filters)?;
         let mut loader = EbpfLoader::new();
         globals.apply(loader.btf(Some(&btf)));
+        let time_sliced = u8::from(super::time_sliced(filters));
+        loader.override_global("time_sliced", &time_sliced, true);
         let mut loaded = plan::load_object(&mut loader, STAGES_OBJ)?;
         // tp_btf only: a hook this kernel refuses is left out (its counters
         // stay 0) and named in the plan.
@@ -82,7 +84,7 @@ impl StageTracer {
     /// now calls for (see [`Tracer::follow_slices`](super::Tracer::follow_slices)).
     pub fn follow_slices(&mut self) -> anyhow::Result<Option<PauseEdge>> {
         match &mut self.slices {
-            Some(slices) => slices.follow(&mut self.links, &mut self.ebpf, gate_counting),
+            Some(slices) => slices.follow(&mut self.links, &mut self.ebpf),
             None => Ok(None),
         }
     }
