@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use tenge_trace::event::{Body, Event};
 use tenge_trace::lab::capture::read_segments;
-use tenge_trace::lab::traced::run_traced;
+use tenge_trace::lab::traced::{run_traced, TracedRun};
 use tenge_trace::lab::{ss, Lab, LabConfig, Reader};
 use tenge_trace::probe::TracerOptions;
 
@@ -64,7 +64,10 @@ fn windows_match_the_wire_and_mss_matches_ss(ipv6: bool, mss: u32) {
     let run = run_traced(
         &lab,
         &cfg,
-        TracerOptions::default(),
+        TracerOptions {
+            count_hits: true,
+            ..TracerOptions::default()
+        },
         &AtomicBool::new(false),
         |record| {
             events
@@ -123,13 +126,33 @@ fn windows_match_the_wire_and_mss_matches_ss(ipv6: bool, mss: u32) {
     let _ = std::fs::remove_file(&pcap);
     let count: usize = recorded.values().map(Vec::len).sum();
     assert!(count > 100, "only {count} advertised windows recorded");
+    // Now and then the kernel runs no program for a tracepoint that fires
+    // (common::UNSEEN_BY_THE_KERNEL): its counters say how often, and each
+    // such hit may take one window out of the recording, and nothing else.
+    let skipped = skipped_runs(&run, "window_adv");
+    eprintln!("{count} windows recorded; the kernel skipped {skipped} runs of window_adv");
+    let mut missing = 0;
     for (key, windows) in &recorded {
-        assert_eq!(
-            Some(windows),
-            wire.get(key),
-            "seq/ack {key:?}: recorded windows differ from the wire"
-        );
+        let on_wire = wire.get(key).map_or(&[][..], Vec::as_slice);
+        match skipped {
+            0 => assert_eq!(
+                windows.as_slice(),
+                on_wire,
+                "seq/ack {key:?}: recorded windows differ from the wire"
+            ),
+            _ => {
+                assert!(
+                    is_subsequence(windows, on_wire),
+                    "seq/ack {key:?}: recorded windows {windows:?} are not the wire's {on_wire:?}"
+                );
+                missing += on_wire.len() - windows.len();
+            }
+        }
     }
+    assert!(
+        missing as u64 <= skipped,
+        "{missing} windows missing, the kernel skipped {skipped} runs"
+    );
     let distinct: std::collections::BTreeSet<u32> = recorded.values().flatten().copied().collect();
     assert!(
         distinct.len() > 2 && distinct.contains(&0),
@@ -252,4 +275,23 @@ fn the_netns_filter_keeps_one_namespace() {
     for kind in ["tcp_rcv", "window_adv", "app_read"] {
         assert!(kinds.contains(kind), "{kind} missing: {kinds:?}");
     }
+}
+
+/// Hits of `kind`'s probe that ran no program, as the run's hit counters
+/// (perf against bpf_stats) saw them.
+fn skipped_runs(run: &TracedRun, kind: &str) -> u64 {
+    let probe = run
+        .plan
+        .attached()
+        .find(|p| p.kind == kind)
+        .expect("probe attached");
+    let hits = run.hook_hits.as_ref().expect("hits counted");
+    let counted = hits.iter().find(|h| h.program == probe.program);
+    counted.expect("the probe's hits").not_run()
+}
+
+/// Whether `part` is `whole` with some elements left out, the rest in order.
+fn is_subsequence(part: &[u32], whole: &[u32]) -> bool {
+    let mut rest = whole.iter();
+    part.iter().all(|x| rest.any(|y| y == x))
 }

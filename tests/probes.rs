@@ -785,10 +785,10 @@ fn hit_counter_accounts_for_every_hook_hit() {
             port: Some(port),
             ..Filters::default()
         },
+        count_hits: true,
         ..TracerOptions::default()
     })
     .expect("tracer starts");
-    tracer.count_hits().expect("hit counter starts");
     // Run-time statistics by a descriptor the kernel counts: the host-wide
     // switch is never written.
     assert_eq!(std::fs::read_to_string(stats_sysctl).unwrap(), stats_before);

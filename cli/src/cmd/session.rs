@@ -140,11 +140,17 @@ pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
     })
 }
 
-pub fn start(args: &FilterArgs, cpu_profile_hz: Option<u64>) -> anyhow::Result<Tracer> {
+/// The tracer `args` ask for; with a CPU profile and the hits counted if asked.
+pub fn start(
+    args: &FilterArgs,
+    cpu_profile_hz: Option<u64>,
+    count_hits: bool,
+) -> anyhow::Result<Tracer> {
     let options = TracerOptions {
         filters: filters(args)?,
         ring_bytes: args.ring_mib << 20,
         cpu_profile_hz,
+        count_hits,
         per_hook: args.journeys.per_hook,
         ..Default::default()
     };

@@ -64,6 +64,10 @@ impl ProbePlan {
 pub struct HookHits {
     /// The tracepoint, as `category:name`.
     pub hook: String,
+    /// The program attached there whose runs these are (a tracepoint may
+    /// have several). Absent in older recordings.
+    #[serde(default)]
+    pub program: String,
     pub hits: u64,
     pub runs: u64,
 }

@@ -4,7 +4,7 @@
 
 use super::{Lab, LabConfig, TransferEnds, TransferReport};
 use crate::collector::{Callbacks, CollectStats, Collector, Sink};
-use crate::probe::{Filters, ProbePlan, Tracer, TracerOptions};
+use crate::probe::{Filters, HookHits, ProbePlan, Tracer, TracerOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -31,6 +31,8 @@ pub struct TracedRun {
     pub transfer: TransferReport,
     pub stats: CollectStats,
     pub plan: ProbePlan,
+    /// With `TracerOptions::count_hits`: each probe's hits and runs.
+    pub hook_hits: Option<Vec<HookHits>>,
 }
 
 /// Runs `cfg`'s transfer in `lab` with the tracer attached. Each raw record
@@ -84,5 +86,6 @@ pub fn run_traced_with(
         transfer: transfer?,
         stats: stats?,
         plan,
+        hook_hits: tracer.hook_hits().map(<[HookHits]>::to_vec),
     })
 }

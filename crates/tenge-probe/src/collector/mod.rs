@@ -126,8 +126,7 @@ impl Collector {
 
     /// Drains `tracer` into `sink` until `stop` is set or `deadline` passes,
     /// then detaches its probes and drains once more, and reads the lost
-    /// counters last. The sink's first
-    /// error ends it.
+    /// counters last. The sink's first error ends it.
     pub fn run(
         &mut self,
         tracer: &mut Tracer,

@@ -122,6 +122,7 @@ impl HitCounter {
                     .with_context(|| format!("reading the perf counters of {}", hook.hook))?;
                 Ok(HookHits {
                     hook: hook.hook.clone(),
+                    program: hook.program.clone(),
                     hits,
                     runs: runs(&hook.program).saturating_sub(hook.runs_before),
                 })

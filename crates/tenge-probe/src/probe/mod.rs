@@ -105,6 +105,11 @@ pub struct TracerOptions {
     /// records in the end, at a higher cost; for checking journeys.
     #[serde(default)]
     pub per_hook: bool,
+    /// Count each tracepoint probe's hits (perf) against its program's runs
+    /// (bpf_stats) until the probes detach, for [`Tracer::hook_hits`]
+    /// (probe/hits.rs says why). Costs every hit more.
+    #[serde(default)]
+    pub count_hits: bool,
 }
 
 /// The inode of a named network namespace (`ip netns add NAME`), for [`Filters::netns`].
@@ -124,6 +129,7 @@ impl Default for TracerOptions {
             cpu_profile_hz: None,
             backends: Backend::LADDER.to_vec(),
             per_hook: false,
+            count_hits: false,
         }
     }
 }
@@ -183,7 +189,7 @@ impl Tracer {
         }
         let ring = Ring::new(ebpf.take_map("events").context("no events map")?)?;
         let slices = sliced(&options.filters, &mut links, &mut ebpf, zero_journeys)?;
-        Ok(Tracer {
+        let mut tracer = Tracer {
             ring,
             journeys: !options.per_hook,
             links,
@@ -192,17 +198,14 @@ impl Tracer {
             hook_hits: None,
             ebpf,
             plan,
-        })
+        };
+        if options.count_hits {
+            tracer.hit_counter = Some(HitCounter::start(&tracer)?);
+        }
+        Ok(tracer)
     }
 
-    /// Counts each tracepoint probe's hits (perf) against its program's runs
-    /// (bpf_stats) from now until the probes detach (probe/hits.rs says why).
-    pub fn count_hits(&mut self) -> anyhow::Result<()> {
-        self.hit_counter = Some(HitCounter::start(self)?);
-        Ok(())
-    }
-
-    /// What [`count_hits`](Self::count_hits) counted, once the probes detached.
+    /// What [`TracerOptions::count_hits`] counted, once the probes detached.
     pub fn hook_hits(&self) -> Option<&[HookHits]> {
         self.hook_hits.as_deref()
     }
@@ -330,13 +333,13 @@ fn zero_journeys(ebpf: &mut Ebpf, moment: slices::Moment) -> anyhow::Result<()> 
         .try_for_each(|map| zero_per_cpu(ebpf, map))
 }
 
-/// Sampling by time over `links`, if `filters` ask for it; `at_moment`
-/// runs as they come and go.
 /// Whether `filters` sample by time slices (a slice, and 1 in more than one).
 fn time_sliced(filters: &Filters) -> bool {
     filters.sample_slice_ns > 0 && filters.sample_every > 1
 }
 
+/// Sampling by time over `links`, if `filters` ask for it; `at_moment`
+/// runs as they come and go.
 fn sliced(
     filters: &Filters,
     links: &mut plan::Links,
