@@ -12,9 +12,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
     let stop = &flags.stop;
     let cpu_profile_hz = args.cpu_profile.then_some(args.cpu_hz);
-    let mut tracer = session::start(&args.filters, cpu_profile_hz, args.count_hits)?;
-
-    let filters = session::filters(&args.filters)?;
+    let (mut tracer, filters) = session::start(&args.filters, cpu_profile_hz, args.count_hits)?;
     let mut meta = TraceMeta::of_session(
         tracer.plan(),
         &filters,

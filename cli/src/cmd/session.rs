@@ -92,7 +92,7 @@ impl Child {
 }
 
 /// The filters and sampling of `args` (by time slices with `--slice`).
-pub fn filters(args: &FilterArgs) -> anyhow::Result<Filters> {
+fn filters(args: &FilterArgs) -> anyhow::Result<Filters> {
     Ok(Filters {
         sample_every: args.sample,
         sample_slice_ns: slice_ns(args.sample, args.slice)?,
@@ -140,12 +140,13 @@ pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
     })
 }
 
-/// The tracer `args` ask for; with a CPU profile and the hits counted if asked.
+/// The tracer `args` ask for (with a CPU profile and the hits counted if
+/// asked), and the filters it applies.
 pub fn start(
     args: &FilterArgs,
     cpu_profile_hz: Option<u64>,
     count_hits: bool,
-) -> anyhow::Result<Tracer> {
+) -> anyhow::Result<(Tracer, Filters)> {
     let options = TracerOptions {
         filters: filters(args)?,
         ring_bytes: args.ring_mib << 20,
@@ -156,7 +157,7 @@ pub fn start(
     };
     let tracer = Tracer::start(&options)?;
     report_missing(tracer.plan());
-    Ok(tracer)
+    Ok((tracer, options.filters))
 }
 
 /// Names the hooks this kernel attached nothing to.

@@ -29,8 +29,7 @@ const EXIT_ALERT: u8 = 3;
 
 pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
-    let mut tracer = session::start(&args.filters, None, false)?;
-    let filters = session::filters(&args.filters)?;
+    let (mut tracer, filters) = session::start(&args.filters, None, false)?;
     let paths = PathConfig {
         sample_every: filters.sample_every,
         sample_slice_ns: filters.sample_slice_ns,
