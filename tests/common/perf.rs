@@ -2,9 +2,13 @@
 //! what the kernel's own tracepoints said while it ran, by a tool nobody
 //! here wrote (ground truth for the tracer's events and their times).
 
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// One tracepoint hit as perf printed it.
 #[derive(Clone, Debug)]
@@ -44,12 +48,17 @@ impl Sample {
 pub struct Record {
     child: Option<Child>,
     data: PathBuf,
+    control: File,
+    ack: File,
 }
 
 impl Record {
-    /// Starts recording `events`; returns once perf is counting.
+    /// Starts recording `events`; returns once perf has said (on its ack
+    /// fifo) that they are enabled, so every hit from then on is perf's.
     pub fn start(dir: &Path, events: &[&str]) -> Record {
         let data = dir.join("tracepoints.perf");
+        let control = fifo(&dir.join("perf-control"));
+        let ack = fifo(&dir.join("perf-ack"));
         let child = Command::new("perf")
             .args([
                 "record",
@@ -61,30 +70,59 @@ impl Record {
                 // default, and a lost poll is not one the tracer missed.
                 "-m",
                 "1024",
-                "-e",
-                &events.join(","),
+                // Disabled until told: writing the header and synthesizing
+                // the tasks took over a second in an emulated guest, and a
+                // poll the tracer saw in that time was not perf's.
+                "-D",
+                "-1",
+                "--control",
             ])
+            .arg(format!(
+                "fifo:{},{}",
+                dir.join("perf-control").display(),
+                dir.join("perf-ack").display()
+            ))
+            .args(["-e", &events.join(",")])
             .arg("-o")
             .arg(&data)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("perf (scripts/install-deps.sh installs linux-perf)");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while std::fs::metadata(&data).map_or(true, |m| m.len() == 0) {
-            assert!(Instant::now() < deadline, "perf record did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        // The header is written before the events are enabled.
-        std::thread::sleep(Duration::from_secs(1));
-        Record {
+        let mut record = Record {
             child: Some(child),
             data,
-        }
+            control,
+            ack,
+        };
+        record.command("enable");
+        record
+    }
+
+    /// Sends perf a control command and waits for its ack.
+    fn command(&mut self, command: &str) {
+        writeln!(self.control, "{command}").expect("perf's control fifo");
+        let mut fd = libc::pollfd {
+            fd: self.ack.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd we own, for the duration of the call.
+        let ready = unsafe { libc::poll(&mut fd, 1, 60_000) };
+        assert_eq!(ready, 1, "perf did not ack {command:?} within 60 s");
+        let mut ack = [0u8; 16];
+        let n = self.ack.read(&mut ack).expect("perf's ack fifo");
+        // perf writes the C string, its NUL included.
+        assert!(
+            ack[..n].starts_with(b"ack\n"),
+            "perf's answer to {command:?}: {:?}",
+            String::from_utf8_lossy(&ack[..n])
+        );
     }
 
     /// Stops perf (SIGINT, as Ctrl-C) and reads its samples back, in time order.
     pub fn finish(mut self) -> Vec<Sample> {
+        self.command("disable");
         self.interrupt();
         let out = Command::new("perf")
             .args(["script", "--ns", "-F", "time,event,trace", "-i"])
@@ -130,4 +168,23 @@ fn parse(line: &str) -> Option<Sample> {
         event: event.trim().to_string(),
         trace: trace.to_string(),
     })
+}
+
+/// A new fifo at `path`, opened read-write and non-blocking: perf opens its
+/// ack end write-only, which fails while the fifo has no reader.
+fn fifo(path: &Path) -> File {
+    let _ = std::fs::remove_file(path);
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("a path");
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::mkfifo(name.as_ptr(), 0o600) },
+        0,
+        "mkfifo {path:?}"
+    );
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .expect("the fifo opens")
 }
