@@ -51,9 +51,6 @@ struct trace_event_raw_tcp_event_sk_skb___old {
 
 /* ---- journeys (struct tt_tx_journey, struct tt_rx_journey) --------------- */
 
-/* 1: every hop sends its own record (`--per-hook`), as before journeys. */
-const volatile __u8 per_hook = 0;
-
 /*
  * The journey a CPU has in flight (`skb` 0: none). `wanted` is what the
  * filters and sampling decided at its first hop; the later hops of the same
@@ -115,12 +112,6 @@ static __always_inline void *journey_state(void *map)
 	return per_hook ? NULL : bpf_map_lookup_elem(map, &zero);
 }
 
-static __always_inline void count_lost_hop(const struct tt_hdr *hop)
-{
-	if (hop->kind)
-		count_lost(hop->kind);
-}
-
 /*
  * A whole TX journey sent while TCP handled a received segment on this CPU
  * (an ACK, data the ACK let go) travels in that segment's RX journey.
@@ -143,14 +134,18 @@ static __always_inline void tx_flush(struct tx_journey *j)
 	j->skb = 0;
 	if (!j->wanted || tx_nest(j))
 		return;
-	if (!j->rec.start_xmit.hdr.kind) {
-		if (!output(&j->rec.queue, sizeof(j->rec.queue)))
-			count_lost(TT_KIND_WINDOW_ADV);
-	} else if (!output(&j->rec, sizeof(j->rec))) {
-		count_lost_hop(&j->rec.queue.hdr);
-		count_lost_hop(&j->rec.start_xmit.hdr);
-		count_lost_hop(&j->rec.xmit.hdr);
+	if (!j->rec.start_xmit.hdr.kind)
+		return send(&j->rec.queue.hdr, sizeof(j->rec.queue));
+	bool lost;
+	struct batch *b = output(&j->rec, sizeof(j->rec), &lost);
+
+	if (b || lost) {
+		tally(b, &j->rec.queue.hdr);
+		tally(b, &j->rec.start_xmit.hdr);
+		tally(b, &j->rec.xmit.hdr);
 	}
+	if (b)
+		batch_release(b);
 }
 
 static __always_inline void rx_flush(struct rx_journey *j)
@@ -160,19 +155,23 @@ static __always_inline void rx_flush(struct rx_journey *j)
 	j->skb = 0;
 	if (!j->wanted)
 		return;
-	if (!j->rec.entry.hdr.kind && !j->rec.tcp.hdr.kind && !j->rec.poll.hdr.kind) {
-		if (!output(&j->rec.netif, sizeof(j->rec.netif)))
-			count_lost(TT_KIND_NETIF_RECEIVE);
-	} else if (!output(&j->rec, sizeof(j->rec))) {
-		count_lost_hop(&j->rec.entry.hdr);
-		count_lost_hop(&j->rec.netif.hdr);
-		count_lost_hop(&j->rec.tcp.hdr);
-		count_lost_hop(&j->rec.ready.hdr);
-		count_lost_hop(&j->rec.poll.hdr);
-		count_lost_hop(&j->rec.sent.queue.hdr);
-		count_lost_hop(&j->rec.sent.start_xmit.hdr);
-		count_lost_hop(&j->rec.sent.xmit.hdr);
+	if (!j->rec.entry.hdr.kind && !j->rec.tcp.hdr.kind && !j->rec.poll.hdr.kind)
+		return send(&j->rec.netif.hdr, sizeof(j->rec.netif));
+	bool lost;
+	struct batch *b = output(&j->rec, sizeof(j->rec), &lost);
+
+	if (b || lost) {
+		tally(b, &j->rec.entry.hdr);
+		tally(b, &j->rec.netif.hdr);
+		tally(b, &j->rec.tcp.hdr);
+		tally(b, &j->rec.ready.hdr);
+		tally(b, &j->rec.poll.hdr);
+		tally(b, &j->rec.sent.queue.hdr);
+		tally(b, &j->rec.sent.start_xmit.hdr);
+		tally(b, &j->rec.sent.xmit.hdr);
 	}
+	if (b)
+		batch_release(b);
 }
 
 static __always_inline struct rx_entry_slot *rx_slot(struct rx_entries *e, const void *skb)
@@ -195,8 +194,8 @@ static __always_inline void rx_slot_flush(struct rx_entries *e, struct rx_entry_
 		return;
 	s->skb = 0;
 	e->held -= 1;
-	if (s->wanted && !output(&s->ev, sizeof(s->ev)))
-		count_lost(TT_KIND_RX_ENTRY);
+	if (s->wanted)
+		send(&s->ev.hdr, sizeof(s->ev));
 }
 
 /*
@@ -276,7 +275,7 @@ static __always_inline void note_task(const struct tt_hdr *h, const struct sock 
 	last = role == TT_TASK_WRITER ? &seen->writer : &seen->reader;
 	if (*last == pid)
 		return;
-	struct tt_ev_sock_task *ev = reserve(sizeof(*ev), TT_KIND_SOCK_TASK);
+	RESERVE(ev, sock_task, TT_KIND_SOCK_TASK);
 
 	if (!ev)
 		return;
@@ -288,7 +287,7 @@ static __always_inline void note_task(const struct tt_hdr *h, const struct sock 
 	bpf_get_current_comm(ev->body.comm, sizeof(ev->body.comm));
 	ev->body.role = role;
 	__builtin_memset(ev->body._pad0, 0, sizeof(ev->body._pad0));
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 }
 
 /* ---- sendmsg: tcp:tcp_sendmsg_locked ------------------------------------- */
@@ -339,7 +338,7 @@ static __always_inline int sendmsg_body(const struct sock *sk, const struct msgh
 	ev->body.snd_wnd = RD(btf, tp, snd_wnd);
 	ev->body.mss_cache = RD(btf, tp, mss_cache);
 	ev->body.packets_out = RD(btf, tp, packets_out);
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -414,12 +413,12 @@ static __always_inline int data_ready_body(const struct sock *sk, bool btf)
 	}
 	if (!kept)
 		return 0;
-	struct tt_ev_data_ready *ev = reserve(sizeof(*ev), TT_KIND_DATA_READY);
+	RESERVE(ev, data_ready, TT_KIND_DATA_READY);
 
 	if (!ev)
 		return 0;
 	data_ready_fill(ev, &h, sk, rcv_nxt, copied_seq, btf);
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -460,7 +459,7 @@ static __always_inline int app_read_body(const struct sock *sk, int ret, bool bt
 	ev->body.sk_rmem_alloc = RD(btf, sk, sk_backlog.rmem_alloc.counter);
 	ev->body.sk_rcvbuf = RD(btf, sk, sk_rcvbuf);
 	ev->body.rcv_wnd = RD(btf, tp, rcv_wnd);
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -538,7 +537,7 @@ static __always_inline int state_body(const struct sock *sk, int oldstate, int n
 		ev->body.advmss = RD(btf, tp, advmss);
 		ev->body.mss_cache = RD(btf, tp, mss_cache);
 	}
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -645,12 +644,12 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 		j->sk = (unsigned long)sk;
 		return 0;
 	}
-	struct tt_ev_tcp_rcv *ev = reserve(sizeof(*ev), TT_KIND_TCP_RCV);
+	RESERVE(ev, tcp_rcv, TT_KIND_TCP_RCV);
 
 	if (!ev)
 		return 0;
 	tcp_rcv_fill(ev, &h, sk, tp, skb, th, seq, end_seq, ack, btf);
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 out:
 	if (j)
@@ -696,7 +695,7 @@ static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len
 	ev->body.seq = seq;
 	ev->body.end_seq = end_seq;
 	ev->body.len = len;
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -719,7 +718,7 @@ static __always_inline int retransmit_body(const struct sock *sk, const struct s
 	ev->body.end_seq = RD(btf, cb, end_seq);
 	ev->body.err = err;
 	ev->body.state = RD(btf, sk, __sk_common.skc_state);
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -951,12 +950,12 @@ static __always_inline int window_adv_body(const struct sk_buff *skb, bool btf)
 		window_adv_fill(&j->rec.queue, &h, &p, skb, sk, span, start, btf);
 		return 0;
 	}
-	struct tt_ev_window_adv *ev = reserve(sizeof(*ev), TT_KIND_WINDOW_ADV);
+	RESERVE(ev, window_adv, TT_KIND_WINDOW_ADV);
 
 	if (!ev)
 		return 0;
 	window_adv_fill(ev, &h, &p, skb, sk, span, start, btf);
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 unwanted:
 	if (j)
@@ -1085,7 +1084,7 @@ static __always_inline int dev_start_xmit_body(const struct sk_buff *skb, bool b
 	pkt_body(&ev->body, &p, skb, btf);
 	stash->skb = (unsigned long)skb;
 	stash->ev = *ev;
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -1114,7 +1113,7 @@ static __always_inline int dev_xmit_body(const struct sk_buff *skb, int rc)
 	EMIT_BEGIN(ev, pkt, &stash->ev.hdr, TT_KIND_DEV_XMIT);
 	ev->body = stash->ev.body;
 	ev->body.rc = rc;
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -1152,7 +1151,7 @@ static __always_inline int rx_entry_body(const struct sk_buff *skb, __u8 variant
 		return 0;
 	EMIT_BEGIN(ev, pkt, &h, TT_KIND_RX_ENTRY);
 	pkt_body(&ev->body, &p, skb, btf);
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -1224,8 +1223,7 @@ static __always_inline int netif_receive_body(const struct sk_buff *skb, bool bt
 		p.win_raw = entry->body.win_raw;
 		p.flags = entry->body.tcp_flags;
 		if (!pkt_wanted(&h, &p, skb, btf)) {
-			if (!output(entry, sizeof(*entry)))
-				count_lost(TT_KIND_RX_ENTRY);
+			send(&entry->hdr, sizeof(*entry));
 			return 0;
 		}
 	} else if (!parse_rx(&h, &p, skb, btf) || !pkt_wanted(&h, &p, skb, btf)) {
@@ -1248,7 +1246,7 @@ static __always_inline int netif_receive_body(const struct sk_buff *skb, bool bt
 	}
 	EMIT_BEGIN(ev, pkt, &h, TT_KIND_NETIF_RECEIVE);
 	pkt_body(&ev->body, &p, skb, btf);
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -1283,7 +1281,7 @@ static __always_inline int kfree_skb_body(const struct sk_buff *skb, const void 
 	ev->body.seq = p.seq;
 	ev->body.ack = p.ack;
 	ev->body.len = p.len;
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -1363,12 +1361,12 @@ static __always_inline int napi_poll_body(const struct napi_struct *napi, int wo
 	flush_journeys();
 	if (!kept)
 		return 0;
-	struct tt_ev_napi_poll *ev = reserve(sizeof(*ev), TT_KIND_NAPI_POLL);
+	RESERVE(ev, napi_poll, TT_KIND_NAPI_POLL);
 
 	if (!ev)
 		return 0;
 	napi_poll_fill(ev, &h, napi, dev, work, budget, btf);
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }
 
@@ -1376,6 +1374,32 @@ BTF_AND_RAW(napi_poll, napi_poll, napi_poll_body(napi, work, budget, btf), struc
 	    int work, int budget)
 TRACEPOINT(napi_poll, napi, napi_poll, trace_event_raw_napi_poll,
 	   napi_poll_body(ctx->napi, ctx->work, ctx->budget, btf))
+
+/* ---- tt_batch_flush: the collector's, run on each CPU ---------------------- */
+
+/*
+ * Writes this CPU's batch to the ring; run by the collector on each CPU
+ * (BPF_PROG_TEST_RUN) before it drains. Returns 1 when a program was
+ * writing the batch: that program writes it when done.
+ */
+SEC("raw_tp")
+int tt_batch_flush(void *ctx)
+{
+	__u32 zero = 0;
+	struct batch *b = bpf_map_lookup_elem(&tt_batches, &zero);
+
+	if (!b)
+		return 0;
+	if (b->busy) {
+		b->flush_asked = 1;
+		return 1;
+	}
+	b->busy = 1;
+	asm volatile("" ::: "memory");
+	batch_flush(b);
+	batch_release(b);
+	return 0;
+}
 
 /* ---- cpu_sample: perf_event cpu-clock ------------------------------------ */
 
@@ -1410,7 +1434,7 @@ static __always_inline void note_sampled_task(const struct tt_hdr *h, __u64 pid_
 	BPF_CORE_READ_STR_INTO(&comm, task, group_leader, comm);
 	if (seen && seen[0] == comm[0] && seen[1] == comm[1])
 		return;
-	struct tt_ev_sock_task *ev = reserve(sizeof(*ev), TT_KIND_SOCK_TASK);
+	RESERVE(ev, sock_task, TT_KIND_SOCK_TASK);
 
 	if (!ev)
 		return;
@@ -1422,7 +1446,7 @@ static __always_inline void note_sampled_task(const struct tt_hdr *h, __u64 pid_
 	__builtin_memcpy(ev->body.comm, comm, sizeof(ev->body.comm));
 	ev->body.role = TT_TASK_ON_CPU;
 	__builtin_memset(ev->body._pad0, 0, sizeof(ev->body._pad0));
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 }
 
 SEC("perf_event")
@@ -1437,6 +1461,6 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	ev->body.tgid = pid_tgid >> 32;
 	ev->body.kstack_id = bpf_get_stackid(ctx, &tt_stacks, 0);
 	ev->body.ustack_id = bpf_get_stackid(ctx, &tt_stacks, BPF_F_USER_STACK);
-	submit(ev, sizeof(*ev));
+	SUBMIT(ev);
 	return 0;
 }

@@ -44,6 +44,12 @@ enum tt_kind {
 	 * own.
 	 */
 	TT_KIND_JOURNEY = 32,
+	/*
+	 * Ring only: records a CPU gathered (struct tt_hdr of this kind, then
+	 * records and journeys back to back, each as long as its kind says),
+	 * written to the ring at once.
+	 */
+	TT_KIND_BATCH = 33,
 };
 
 /* tt_hdr.variant for TT_KIND_RX_ENTRY: which driver entry point fired. */

@@ -28,21 +28,17 @@ struct {
 
 /* ---- ring buffer --------------------------------------------------------- */
 
-static __always_inline void count_lost(__u32 kind)
+static __always_inline void count_lost_n(__u32 kind, __u64 n)
 {
 	__u64 *lost = bpf_map_lookup_elem(&tt_lost, &kind);
 
 	if (lost)
-		*lost += 1;
+		*lost += n;
 }
 
-static __always_inline void *reserve(__u64 size, __u32 kind)
+static __always_inline void count_lost(__u32 kind)
 {
-	void *rec = bpf_ringbuf_reserve(&events, size, 0);
-
-	if (!rec)
-		count_lost(kind);
-	return rec;
+	count_lost_n(kind, 1);
 }
 
 /* Bytes this CPU queued since it last woke the reader. */
@@ -73,15 +69,185 @@ static __always_inline __u64 wakeup_flags(__u64 size)
 	return BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline void submit(void *rec, __u64 size)
+/* ---- batches: the records of one CPU, written to the ring together ------ */
+
+/* 1: every record goes to the ring on its own (`--per-hook`): no batches, no journeys. */
+const volatile __u8 per_hook = 0;
+
+/*
+ * A ring record costs its reservation (a lock the CPUs share, interrupts
+ * off) whatever its size: gathered per CPU, records pay it once per batch.
+ * A batch goes to the ring when the next record does not fit, and whenever
+ * the collector asks (it runs tt_batch_flush on each CPU before it drains),
+ * so a record waits at most until the collector's next drain.
+ */
+#define BATCH_BYTES (16 << 10)
+
+struct batch {
+	__u32 len; /* bytes of data in use, the batch's header included */
+	/*
+	 * A program on this CPU is writing the batch; one that interrupts it
+	 * sends its record to the ring itself, and a flush asked meanwhile
+	 * is done by the writer.
+	 */
+	__u8 busy;
+	__u8 flush_asked;
+	__u8 _pad[2];
+	__u64 held[TT_LOST_SLOTS]; /* records in the batch, by kind: lost if the ring refuses it */
+	__u8 data[BATCH_BYTES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct batch);
+} tt_batches SEC(".maps");
+
+/* Where a reserved record is: in this CPU's batch, or (batch NULL) in the ring. */
+struct slot {
+	void *rec;
+	struct batch *batch;
+};
+
+/* This CPU's batch if it is free to write: the caller then owns it until release. */
+static __always_inline struct batch *batch_take(void)
 {
-	bpf_ringbuf_submit(rec, wakeup_flags(size));
+	__u32 zero = 0;
+	struct batch *b = per_hook ? NULL : bpf_map_lookup_elem(&tt_batches, &zero);
+
+	if (!b || b->busy)
+		return NULL;
+	b->busy = 1;
+	asm volatile("" ::: "memory");
+	return b;
 }
 
-/* Copies a record built elsewhere (a journey) into the ring; false if full. */
-static __always_inline bool output(const void *rec, __u64 size)
+/*
+ * Writes what `b` holds to the ring (the caller owns it). A global function:
+ * verified once, not at each of the many places a batch may fill up.
+ */
+__noinline int batch_flush(struct batch *b)
 {
-	return !bpf_ringbuf_output(&events, (void *)rec, size, wakeup_flags(size));
+	if (!b)
+		return 0;
+	__u32 len = b->len;
+
+	b->flush_asked = 0;
+	if (!len)
+		return 0;
+	if (len > BATCH_BYTES)
+		len = BATCH_BYTES;
+	if (bpf_ringbuf_output(&events, b->data, len, wakeup_flags(len))) {
+		for (__u32 kind = 0; kind < TT_LOST_SLOTS; kind++)
+			if (b->held[kind])
+				count_lost_n(kind, b->held[kind]);
+	}
+	b->len = 0;
+	__builtin_memset(b->held, 0, sizeof(b->held));
+	return 0;
+}
+
+static __always_inline void batch_release(struct batch *b)
+{
+	if (b->flush_asked)
+		batch_flush(b);
+	asm volatile("" ::: "memory");
+	b->busy = 0;
+}
+
+#define ROUND8(n) (((n) + 7) & ~7ULL)
+
+/* Room for a record of `size` bytes in `b` (owned): flushes first if it does not fit. */
+static __always_inline void *batch_room(struct batch *b, __u64 size)
+{
+	__u32 len = b->len;
+
+	if (len > BATCH_BYTES - ROUND8(size)) {
+		batch_flush(b);
+		len = 0;
+	}
+	if (!len) {
+		struct tt_hdr *hdr = (void *)b->data;
+
+		__builtin_memset(hdr, 0, sizeof(*hdr));
+		hdr->kind = TT_KIND_BATCH;
+		len = sizeof(*hdr);
+	}
+	b->len = len + ROUND8(size);
+	return b->data + len;
+}
+
+/* Counts one hop of a record in the batch as held, or, with no batch, as lost. */
+static __always_inline void tally(struct batch *b, const struct tt_hdr *hop)
+{
+	__u8 kind = hop->kind;
+
+	if (!kind || kind >= TT_LOST_SLOTS)
+		return;
+	if (b)
+		b->held[kind] += 1;
+	else
+		count_lost(kind);
+}
+
+static __always_inline struct slot reserve(__u64 size, __u32 kind)
+{
+	struct batch *b = batch_take();
+
+	if (b) {
+		/* Zeroed, as the ring's unused pages are: a field not set (padding) reads 0. */
+		void *rec = batch_room(b, size);
+
+		__builtin_memset(rec, 0, size);
+		return (struct slot){rec, b};
+	}
+	void *rec = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!rec)
+		count_lost(kind);
+	return (struct slot){rec, NULL};
+}
+
+/* Sends a record `reserve` gave (its header filled in). */
+static __always_inline void submit(struct slot s, __u64 size)
+{
+	if (s.batch) {
+		tally(s.batch, s.rec);
+		batch_release(s.batch);
+	} else {
+		bpf_ringbuf_submit(s.rec, wakeup_flags(size));
+	}
+}
+
+/*
+ * Copies a record built elsewhere (a journey) into the batch, or the ring.
+ * Returns the batch it went to (its hops are to be tallied there, then
+ * released), or NULL: sent to the ring, or lost (*lost).
+ */
+static __always_inline struct batch *output(const void *rec, __u64 size, bool *lost)
+{
+	struct batch *b = batch_take();
+
+	*lost = false;
+	if (b) {
+		bpf_probe_read_kernel(batch_room(b, size), size, rec);
+		return b;
+	}
+	*lost = bpf_ringbuf_output(&events, (void *)rec, size, wakeup_flags(size)) != 0;
+	return NULL;
+}
+
+/* Sends one record built elsewhere (a hop a journey did not take further). */
+static __always_inline void send(const struct tt_hdr *rec, __u64 size)
+{
+	bool lost;
+	struct batch *b = output(rec, size, &lost);
+
+	if (b || lost)
+		tally(b, rec);
+	if (b)
+		batch_release(b);
 }
 
 /* Fills the header of a record of kind `k` from `h`, stamped now. */
@@ -93,11 +259,21 @@ static __always_inline void stamp(struct tt_hdr *hdr, const struct tt_hdr *h, __
 	hdr->cpu = bpf_get_smp_processor_id();
 }
 
-/* Reserves a `struct tt_ev_<body>` record, fills its header, or returns 0. */
+/* Declares `ev`, a reserved `struct tt_ev_<body>` (or NULL), in slot `ev##_slot`. */
+#define RESERVE(ev, body, k)                                                                       \
+	struct slot ev##_slot = reserve(sizeof(struct tt_ev_##body), (k));                         \
+	struct tt_ev_##body *ev = ev##_slot.rec
+
+/*
+ * Reserves a `struct tt_ev_<body>` record `ev` (its slot `ev##_slot`), fills
+ * its header, or returns 0; SUBMIT(ev) sends it.
+ */
 #define EMIT_BEGIN(ev, body, h, k)                                                                 \
-	struct tt_ev_##body *ev = reserve(sizeof(*ev), (k));                                       \
+	RESERVE(ev, body, k);                                                                      \
 	if (!ev)                                                                                   \
 		return 0;                                                                          \
 	stamp(&ev->hdr, (h), (k))
+
+#define SUBMIT(ev) submit(ev##_slot, sizeof(*ev))
 
 #endif /* TENGE_RING_BPF_H */

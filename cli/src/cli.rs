@@ -122,8 +122,9 @@ pub struct TaskFilterArgs {
 
 #[derive(Args, Debug, Clone, Copy)]
 pub struct JourneyArgs {
-    /// Have every hook send its own record instead of one record per packet journey (the
-    /// hops of one skb on one CPU): the same events at a higher cost, for checking.
+    /// Have every hook send its own record to the ring at once, instead of one record per
+    /// packet journey (the hops of one skb on one CPU) gathered with the CPU's others into
+    /// batches: the same events at a higher cost, for checking.
     #[arg(long)]
     pub per_hook: bool,
 }

@@ -53,14 +53,23 @@ impl Watch {
 
     /// Returns once the programs are loaded (time slices attach and detach
     /// them from then on: no steady count of links to wait for).
-    fn wait_loaded(&mut self) {
+    /// Returns once sampling by time has taken over: the probes attached
+    /// (each as soon as it loaded, traced whole until then) and then all
+    /// left for the first pause.
+    fn wait_slicing(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while self.fds_to(&["bpf-prog"]) == 0 {
-            assert!(Instant::now() < deadline, "watch loaded no program");
+        let mut attached = false;
+        loop {
+            assert!(Instant::now() < deadline, "watch did not pause");
             if let Some(status) = self.0.as_mut().unwrap().try_wait().unwrap() {
                 panic!("watch exited early: {status}: {:?}", self.finish());
             }
-            std::thread::sleep(Duration::from_millis(20));
+            match self.attachments() {
+                0 if attached => return,
+                0 => {}
+                _ => attached = true,
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -306,7 +315,7 @@ fn watch_by_time_slices_reports_its_pauses_and_scale() {
     let mut watch = Watch::spawn(&[
         "--json", "--addr", &addr, "--sample", "4", "--slice", "50ms",
     ]);
-    watch.wait_loaded();
+    watch.wait_slicing();
     let client = Command::new("ip")
         .args(["netns", "exec", lab.sender_netns().name()])
         .args(["iperf3", "-c", &addr, "-p", "5201", "-t", "3"])

@@ -107,6 +107,10 @@ pub struct ToolCounts {
     /// carries several). Absent in older results.
     #[serde(default)]
     pub ring_records: u64,
+    /// tenge-trace: the records its programs wrote (a journey is one), which
+    /// batches gather into fewer ring records. Absent in older results.
+    #[serde(default)]
+    pub written: u64,
     /// Events (or packets) the tool lost: ring full, or dropped by the kernel.
     pub lost: u64,
 }
@@ -214,6 +218,7 @@ impl Instrument {
                 Ok(ToolCounts {
                     events: end.stats.events,
                     ring_records: end.stats.ring_records,
+                    written: end.stats.written,
                     lost: end.stats.lost_total(),
                 })
             }

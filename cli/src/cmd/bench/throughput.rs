@@ -81,16 +81,28 @@ pub struct ModeResult {
 }
 
 impl ModeResult {
-    /// Hook records and ring records per data segment sent, where known.
-    pub fn records_per_segment(&self) -> Option<(f64, f64)> {
+    /// Per data segment sent, where known: the events, the records the
+    /// programs wrote, and the ring records that carried them.
+    pub fn records_per_segment(&self) -> Option<PerSegment> {
         let segments = self.data_segments as f64;
-        (self.data_segments > 0 && self.tool.ring_records > 0).then(|| {
-            (
-                self.tool.events as f64 / segments,
-                self.tool.ring_records as f64 / segments,
-            )
+        (self.data_segments > 0 && self.tool.ring_records > 0).then(|| PerSegment {
+            events: self.tool.events as f64 / segments,
+            // Results from before batches: every record was a ring record.
+            written: match self.tool.written {
+                0 => self.tool.ring_records,
+                n => n,
+            } as f64
+                / segments,
+            ring: self.tool.ring_records as f64 / segments,
         })
     }
+}
+
+/// See [`ModeResult::records_per_segment`].
+pub struct PerSegment {
+    pub events: f64,
+    pub written: f64,
+    pub ring: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -189,6 +201,7 @@ fn run_workload(workload: Workload, port: u16, s: &ThroughputSettings) -> Result
             data_segments[m] += segments.unwrap_or(0);
             tools[m].events += counts.events;
             tools[m].ring_records += counts.ring_records;
+            tools[m].written += counts.written;
             tools[m].lost += counts.lost;
         }
     }

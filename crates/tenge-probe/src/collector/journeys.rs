@@ -13,6 +13,7 @@ use crate::abi::{
     tt_ev_data_ready, tt_ev_napi_poll, tt_ev_pkt, tt_ev_tcp_rcv, tt_ev_window_adv, tt_hdr,
     tt_journey, tt_kind, tt_rx_journey, tt_tx_journey,
 };
+use crate::event::record_len;
 use std::collections::BTreeMap;
 use std::mem::{offset_of, size_of};
 
@@ -63,11 +64,66 @@ fn layout(variant: u8) -> Option<(&'static [(usize, usize)], usize)> {
     }
 }
 
-/// The records a ring record stands for: itself, or a journey's hops.
-pub fn records_of(ring_record: &[u8], mut each: impl FnMut(&[u8])) {
-    if ring_record.get(KIND_AT) != Some(&(tt_kind::TT_KIND_JOURNEY as u8)) {
-        return each(ring_record);
+/// The records a ring record stands for: itself, a journey's hops, or
+/// those of every record and journey of a batch. Returns how many records
+/// the programs wrote into it (a journey is one).
+pub fn records_of(ring_record: &[u8], mut each: impl FnMut(&[u8])) -> u64 {
+    match ring_record.get(KIND_AT) {
+        Some(&kind) if kind == tt_kind::TT_KIND_BATCH as u8 => {
+            let mut written = 0;
+            for record in batched(ring_record) {
+                match record[KIND_AT] == tt_kind::TT_KIND_JOURNEY as u8 {
+                    true => hops_of(record, &mut each),
+                    false => each(record),
+                }
+                written += 1;
+            }
+            written
+        }
+        Some(&kind) if kind == tt_kind::TT_KIND_JOURNEY as u8 => {
+            hops_of(ring_record, each);
+            1
+        }
+        _ => {
+            each(ring_record);
+            1
+        }
     }
+}
+
+/// The records and journeys of a batch (`TT_KIND_BATCH`): after its header,
+/// back to back, each as long as its kind says, 8-byte aligned. What does
+/// not parse is handed on as one record, for the sink to reject.
+fn batched(batch: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = batch.get(size_of::<tt_hdr>()..).unwrap_or_default();
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        Some(match stored_len(rest) {
+            Some(len) if len <= rest.len() => {
+                let record = &rest[..len];
+                rest = &rest[len.next_multiple_of(8).min(rest.len())..];
+                record
+            }
+            _ => std::mem::take(&mut rest),
+        })
+    })
+}
+
+/// The length of the record `bytes` starts with, by its kind (a journey's
+/// by its variant).
+fn stored_len(bytes: &[u8]) -> Option<usize> {
+    match *bytes.get(KIND_AT)? {
+        kind if kind == tt_kind::TT_KIND_JOURNEY as u8 => {
+            layout(*bytes.get(VARIANT_AT)?).map(|(_, len)| len)
+        }
+        kind => record_len(kind),
+    }
+}
+
+/// A journey's hops (those it reached).
+fn hops_of(ring_record: &[u8], mut each: impl FnMut(&[u8])) {
     match layout(ring_record[VARIANT_AT]) {
         Some((hops, len)) if ring_record.len() >= len => {
             for &(at, len) in hops {
@@ -112,12 +168,14 @@ pub struct InOrder {
     newest_ns: u64,
     /// Records that came after a later one had been handed on.
     pub late: u64,
+    /// Records the programs wrote (see [`records_of`]).
+    pub written: u64,
 }
 
 impl InOrder {
     /// Takes a ring record (a journey is split into its hops).
     pub fn push(&mut self, ring_record: &[u8]) {
-        records_of(ring_record, |record| {
+        self.written += records_of(ring_record, |record| {
             let ts = ts_of(record);
             self.newest_ns = self.newest_ns.max(ts);
             let slice = self
@@ -283,5 +341,49 @@ mod tests {
         assert_eq!(in_order.release(u64::MAX, |_| Ok(())).unwrap(), 1);
         assert_eq!(in_order.late, 1);
         assert!(in_order.is_empty());
+    }
+
+    /// A batch as the kernel writes it: its header, then each record padded to 8 bytes.
+    fn batch(records: &[Vec<u8>]) -> Vec<u8> {
+        let header = hdr(tt_kind::TT_KIND_BATCH, 0);
+        // SAFETY: plain old data, read as its bytes.
+        let mut out = unsafe {
+            std::slice::from_raw_parts((&header as *const tt_hdr).cast::<u8>(), size_of::<tt_hdr>())
+        }
+        .to_vec();
+        for r in records {
+            out.extend_from_slice(r);
+            out.resize(out.len().next_multiple_of(8), 0);
+        }
+        out
+    }
+
+    #[test]
+    fn a_batch_is_its_records_and_the_hops_of_its_journeys() {
+        let napi = record(Event::new(
+            hdr(tt_kind::TT_KIND_NAPI_POLL, 7),
+            Body::NapiPoll(Default::default()),
+        ));
+        let ring_record = batch(&[napi.clone(), tx_journey(5, 9), napi.clone()]);
+        let mut out = Vec::new();
+        let written = records_of(&ring_record, |r| out.push(r.to_vec()));
+        assert_eq!(written, 3);
+        let (queue, poll, start) = (
+            tt_kind::TT_KIND_WINDOW_ADV as u8,
+            tt_kind::TT_KIND_NAPI_POLL as u8,
+            tt_kind::TT_KIND_DEV_START_XMIT as u8,
+        );
+        assert_eq!(
+            kinds_and_times(&out),
+            [(poll, 7), (queue, 5), (start, 9), (poll, 7)]
+        );
+        assert_eq!(out[0], napi);
+        // Cut short, the batch hands its whole records on and the rest as
+        // one record, which does not decode.
+        let cut = &ring_record[..ring_record.len() - 8];
+        let mut out = Vec::new();
+        assert_eq!(records_of(cut, |r| out.push(r.to_vec())), 3);
+        assert_eq!(out.len(), 4);
+        assert!(Event::decode(&out[3]).is_err());
     }
 }

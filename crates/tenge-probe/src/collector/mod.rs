@@ -73,8 +73,12 @@ impl<R: FnMut(&[u8]), T: FnMut(&CollectStats)> Sink for Callbacks<R, T> {
 pub struct CollectStats {
     /// Records handed to the sink: one per hook hit.
     pub events: u64,
-    /// Records taken from the ring: a journey is one for several hooks.
+    /// Records taken from the ring: a journey is one for several hooks, a
+    /// batch one for the records and journeys a CPU gathered.
     pub ring_records: u64,
+    /// Records the programs wrote: a journey is one, a batch as many as it
+    /// holds.
+    pub written: u64,
     /// Ring bytes taken.
     pub bytes: u64,
     /// Records handed on after a later one (held longer than [`HOLD_NS`]).
@@ -138,6 +142,7 @@ impl Collector {
         let mut stats = CollectStats {
             events: 0,
             ring_records: 0,
+            written: 0,
             bytes: 0,
             late: 0,
             lost: tracer.lost()?,
@@ -205,10 +210,12 @@ fn drain(
                 }
             });
             stats.events += taken.0;
+            stats.written += taken.0;
             taken
         }
         Some(in_order) => {
             let started = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
+            tracer.flush_batches()?;
             let taken = tracer.drain(BATCH, |record| in_order.push(record));
             let until = in_order.due_before(started, taken.0 < BATCH);
             match in_order.release(until, |record| sink.record(record)) {
@@ -216,6 +223,7 @@ fn drain(
                 Err(err) => failed = Some(err),
             }
             stats.late = in_order.late;
+            stats.written = in_order.written;
             taken
         }
     };

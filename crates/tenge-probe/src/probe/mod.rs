@@ -36,8 +36,8 @@ use crate::abi::tt_kind;
 use anyhow::{bail, Context};
 use aya::maps::{PerCpuArray, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
-use aya::programs::PerfEvent;
-use aya::{Btf, Ebpf, EbpfLoader};
+use aya::programs::{PerfEvent, RawTracePoint};
+use aya::{Btf, Ebpf, EbpfLoader, RawTracePointRunOptions, TestRun};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -142,6 +142,8 @@ fn is_zero(n: &u64) -> bool {
 pub struct Tracer {
     ring: Ring,
     journeys: bool,
+    /// Journeys: the CPUs whose batches [`flush_batches`](Self::flush_batches) writes out.
+    cpus: Vec<u32>,
     links: plan::Links,
     slices: Option<slices::Sliced>,
     /// `count_hits`: counting until the probes detach, then what it counted.
@@ -160,9 +162,10 @@ impl Tracer {
             bail!("ring buffer size {ring_bytes} must be a power of two of at least 4096 bytes");
         }
         let filters = CommonGlobals::of(&options.filters)?;
+        let cpus =
+            aya::util::online_cpus().map_err(|(path, err)| anyhow::anyhow!("{path}: {err}"))?;
         // Each CPU wakes the reader once it queued its share of a quarter ring.
-        let cpus = aya::util::online_cpus().map_or(1, |cpus| cpus.len().max(1)) as u64;
-        let wakeup_bytes = (u64::from(ring_bytes / 4) / cpus).max(1);
+        let wakeup_bytes = (u64::from(ring_bytes / 4) / cpus.len().max(1) as u64).max(1);
         let per_hook = u8::from(options.per_hook);
         // By time, every event of a traced slice is kept.
         let sample_every = match options.filters.sample_slice_ns {
@@ -177,6 +180,13 @@ impl Tracer {
             .override_global("per_hook", &per_hook, true)
             .map_max_entries("events", ring_bytes);
         let mut loaded = plan::load_object(&mut loader, TENGE_OBJ)?;
+        // Before the probes attach: what they trace until sampling by time
+        // takes over (below) is traced whole.
+        if !options.per_hook {
+            batch_flush(&mut loaded.ebpf)?
+                .load()
+                .context("loading tt_batch_flush")?;
+        }
         let ladder = plan::forced_backends()?.unwrap_or_else(|| options.backends.clone());
         let plan = {
             let _tracefs = tracefs::ensure();
@@ -185,13 +195,14 @@ impl Tracer {
         let (mut ebpf, mut links) = (loaded.ebpf, loaded.links);
         plan::require_attached(&plan)?;
         if let Some(hz) = options.cpu_profile_hz {
-            attach_cpu_profile(&mut ebpf, hz)?;
+            attach_cpu_profile(&mut ebpf, hz, &cpus)?;
         }
         let ring = Ring::new(ebpf.take_map("events").context("no events map")?)?;
         let slices = sliced(&options.filters, &mut links, &mut ebpf, zero_journeys)?;
         let mut tracer = Tracer {
             ring,
             journeys: !options.per_hook,
+            cpus,
             links,
             slices,
             hit_counter: None,
@@ -199,6 +210,10 @@ impl Tracer {
             ebpf,
             plan,
         };
+        // The collector flushes the batches before each drain: fail here if it cannot.
+        tracer
+            .flush_batches()
+            .context("the batches need BPF_PROG_TEST_RUN of raw_tp programs on a CPU (Linux 5.10); --per-hook does without")?;
         if options.count_hits {
             tracer.hit_counter = Some(HitCounter::start(&tracer)?);
         }
@@ -242,6 +257,34 @@ impl Tracer {
             self.hook_hits = Some(counter.stop(self)?);
         }
         self.links.detach();
+        Ok(())
+    }
+
+    /// Journeys: writes every CPU's batch to the ring, where the records
+    /// each CPU gathered wait until then, so that a drain that follows takes
+    /// every record stamped before this call.
+    pub fn flush_batches(&mut self) -> anyhow::Result<()> {
+        if !self.journeys {
+            return Ok(());
+        }
+        let program = batch_flush(&mut self.ebpf)?;
+        for &cpu in &self.cpus {
+            // A program writing the CPU's batch (busy: 1) is done within
+            // microseconds; it writes the batch itself if asked by then.
+            for _ in 0..FLUSH_TRIES {
+                let run = RawTracePointRunOptions {
+                    cpu: Some(cpu),
+                    ..RawTracePointRunOptions::new()
+                };
+                let busy = program
+                    .test_run(run)
+                    .with_context(|| format!("flushing the batch of CPU {cpu}"))?;
+                if busy.return_value == 0 {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
         Ok(())
     }
 
@@ -398,14 +441,24 @@ fn zero_per_cpu(ebpf: &Ebpf, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn attach_cpu_profile(ebpf: &mut Ebpf, hz: u64) -> anyhow::Result<()> {
+/// How often [`Tracer::flush_batches`] asks a CPU whose batch is being written.
+const FLUSH_TRIES: usize = 100;
+
+/// tenge.bpf.c's tt_batch_flush, which the collector runs on each CPU.
+fn batch_flush(ebpf: &mut Ebpf) -> anyhow::Result<&mut RawTracePoint> {
+    let program = ebpf
+        .program_mut("tt_batch_flush")
+        .context("no tt_batch_flush program")?;
+    Ok(program.try_into()?)
+}
+
+fn attach_cpu_profile(ebpf: &mut Ebpf, hz: u64, cpus: &[u32]) -> anyhow::Result<()> {
     let program: &mut PerfEvent = ebpf
         .program_mut("cpu_sample")
         .context("no cpu_sample program")?
         .try_into()?;
     program.load().context("loading the perf_event program")?;
-    let cpus = aya::util::online_cpus().map_err(|(path, err)| anyhow::anyhow!("{path}: {err}"))?;
-    for cpu in cpus {
+    for &cpu in cpus {
         program
             .attach(
                 PerfEventConfig::Software(SoftwareEvent::CpuClock),
