@@ -136,16 +136,14 @@ static __always_inline void tx_flush(struct tx_journey *j)
 		return;
 	if (!j->rec.start_xmit.hdr.kind)
 		return send(&j->rec.queue.hdr, sizeof(j->rec.queue));
-	bool lost;
-	struct batch *b = output(&j->rec, sizeof(j->rec), &lost);
+	struct slot s = output(&j->rec, sizeof(j->rec));
 
-	if (b || lost) {
-		tally(b, &j->rec.queue.hdr);
-		tally(b, &j->rec.start_xmit.hdr);
-		tally(b, &j->rec.xmit.hdr);
+	if (s.batch || !s.rec) {
+		tally(s.batch, &j->rec.queue.hdr);
+		tally(s.batch, &j->rec.start_xmit.hdr);
+		tally(s.batch, &j->rec.xmit.hdr);
 	}
-	if (b)
-		batch_release(b);
+	commit(s, sizeof(j->rec));
 }
 
 static __always_inline void rx_flush(struct rx_journey *j)
@@ -157,21 +155,31 @@ static __always_inline void rx_flush(struct rx_journey *j)
 		return;
 	if (!j->rec.entry.hdr.kind && !j->rec.tcp.hdr.kind && !j->rec.poll.hdr.kind)
 		return send(&j->rec.netif.hdr, sizeof(j->rec.netif));
-	bool lost;
-	struct batch *b = output(&j->rec, sizeof(j->rec), &lost);
+	/*
+	 * Most journeys send nothing on the way: those leave `sent` behind.
+	 * The variant is set in the copy: a program interrupting this one may
+	 * start the CPU's next journey in `j`.
+	 */
+	bool sent = j->rec.sent.queue.hdr.kind;
+	__u64 size = sent ? sizeof(j->rec) : offsetof(struct tt_rx_journey, sent);
+	struct slot s = sent ? output(&j->rec, sizeof(j->rec))
+			     : output(&j->rec, offsetof(struct tt_rx_journey, sent));
 
-	if (b || lost) {
-		tally(b, &j->rec.entry.hdr);
-		tally(b, &j->rec.netif.hdr);
-		tally(b, &j->rec.tcp.hdr);
-		tally(b, &j->rec.ready.hdr);
-		tally(b, &j->rec.poll.hdr);
-		tally(b, &j->rec.sent.queue.hdr);
-		tally(b, &j->rec.sent.start_xmit.hdr);
-		tally(b, &j->rec.sent.xmit.hdr);
+	if (s.rec)
+		((struct tt_hdr *)s.rec)->variant = sent ? TT_JOURNEY_RX : TT_JOURNEY_RX_SHORT;
+	if (s.batch || !s.rec) {
+		tally(s.batch, &j->rec.entry.hdr);
+		tally(s.batch, &j->rec.netif.hdr);
+		tally(s.batch, &j->rec.tcp.hdr);
+		tally(s.batch, &j->rec.ready.hdr);
+		tally(s.batch, &j->rec.poll.hdr);
+		if (sent) {
+			tally(s.batch, &j->rec.sent.queue.hdr);
+			tally(s.batch, &j->rec.sent.start_xmit.hdr);
+			tally(s.batch, &j->rec.sent.xmit.hdr);
+		}
 	}
-	if (b)
-		batch_release(b);
+	commit(s, size);
 }
 
 static __always_inline struct rx_entry_slot *rx_slot(struct rx_entries *e, const void *skb)

@@ -354,6 +354,8 @@ TT_EVENT(pause);
 enum tt_journey {
 	TT_JOURNEY_TX = 0,
 	TT_JOURNEY_RX = 1,
+	/* struct tt_rx_journey up to `sent`: an RX journey that sent nothing */
+	TT_JOURNEY_RX_SHORT = 2,
 };
 
 /* net_dev_queue -> net_dev_start_xmit -> net_dev_xmit */

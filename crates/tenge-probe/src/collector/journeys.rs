@@ -60,6 +60,7 @@ fn layout(variant: u8) -> Option<(&'static [(usize, usize)], usize)> {
     match variant {
         v if v == tt_journey::TT_JOURNEY_TX as u8 => Some((&TX_HOPS, size_of::<tt_tx_journey>())),
         v if v == tt_journey::TT_JOURNEY_RX as u8 => Some((&RX_HOPS, size_of::<tt_rx_journey>())),
+        v if v == tt_journey::TT_JOURNEY_RX_SHORT as u8 => Some((&RX_HOPS[..5], SENT)),
         _ => None,
     }
 }
@@ -385,5 +386,33 @@ mod tests {
         assert_eq!(records_of(cut, |r| out.push(r.to_vec())), 3);
         assert_eq!(out.len(), 4);
         assert!(Event::decode(&out[3]).is_err());
+    }
+
+    #[test]
+    fn a_short_rx_journey_ends_before_sent() {
+        let mut journey = tt_rx_journey::default();
+        journey.hdr.kind = tt_kind::TT_KIND_JOURNEY as u8;
+        journey.hdr.variant = tt_journey::TT_JOURNEY_RX_SHORT as u8;
+        journey.netif.hdr = hdr(tt_kind::TT_KIND_NETIF_RECEIVE, 3);
+        journey.tcp.hdr = hdr(tt_kind::TT_KIND_TCP_RCV, 4);
+        // SAFETY: plain old data, read as its bytes; only up to `sent`.
+        let short = unsafe {
+            std::slice::from_raw_parts((&journey as *const tt_rx_journey).cast::<u8>(), SENT)
+        }
+        .to_vec();
+        let napi = record(Event::new(
+            hdr(tt_kind::TT_KIND_NAPI_POLL, 7),
+            Body::NapiPoll(Default::default()),
+        ));
+        let mut out = Vec::new();
+        let written = records_of(&batch(&[short, napi.clone()]), |r| out.push(r.to_vec()));
+        assert_eq!(written, 2);
+        let (netif, tcp, poll) = (
+            tt_kind::TT_KIND_NETIF_RECEIVE as u8,
+            tt_kind::TT_KIND_TCP_RCV as u8,
+            tt_kind::TT_KIND_NAPI_POLL as u8,
+        );
+        assert_eq!(kinds_and_times(&out), [(netif, 3), (tcp, 4), (poll, 7)]);
+        assert_eq!(out[2], napi);
     }
 }

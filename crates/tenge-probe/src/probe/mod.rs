@@ -29,14 +29,14 @@ pub use reference::{system_program_stats, ReferencePrograms};
 pub use ring::Ring;
 pub use slices::PauseEdge;
 pub use stages::StageTracer;
-pub use stats::{BpfStatsEnabled, ProgramStats};
+pub use stats::{BpfStatsEnabled, ProgramStats, BATCH_FLUSH_HOOK};
 pub use tracefs::{ensure as mount_tracefs, TracefsMount};
 
 use crate::abi::tt_kind;
 use anyhow::{bail, Context};
 use aya::maps::{PerCpuArray, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
-use aya::programs::{PerfEvent, RawTracePoint};
+use aya::programs::{PerfEvent, ProgramError, RawTracePoint};
 use aya::{Btf, Ebpf, EbpfLoader, RawTracePointRunOptions, TestRun};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -276,10 +276,20 @@ impl Tracer {
                     cpu: Some(cpu),
                     ..RawTracePointRunOptions::new()
                 };
-                let busy = program
-                    .test_run(run)
-                    .with_context(|| format!("flushing the batch of CPU {cpu}"))?;
-                if busy.return_value == 0 {
+                let busy = match program.test_run(run) {
+                    Ok(result) => result.return_value,
+                    // Taken offline since the start: nothing runs there, and
+                    // its batch is written when it runs again.
+                    Err(ProgramError::SyscallError(e))
+                        if e.io_error.raw_os_error() == Some(libc::ENXIO) =>
+                    {
+                        0
+                    }
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("flushing the batch of CPU {cpu}"))
+                    }
+                };
+                if busy == 0 {
                     break;
                 }
                 std::thread::yield_now();

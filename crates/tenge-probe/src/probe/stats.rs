@@ -11,6 +11,10 @@ use aya::Ebpf;
 use serde::Serialize;
 use std::os::fd::OwnedFd;
 
+/// Where [`Tracer::program_stats`] puts the flushes the collector asks for:
+/// no tracepoint, its runs are `BPF_PROG_TEST_RUN`s.
+pub const BATCH_FLUSH_HOOK: &str = "collector:tt_batch_flush";
+
 /// Cumulative run time and runs of one attached program.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ProgramStats {
@@ -60,8 +64,23 @@ impl BpfStatsEnabled {
 impl Tracer {
     /// Run time and runs of every attached probe so far (all zero unless
     /// bpf_stats was enabled while they ran).
+    /// With journeys, also the batches' flushes the collector asked for
+    /// (`tt_batch_flush`, run on each CPU before each drain), as the hook
+    /// [`BATCH_FLUSH_HOOK`].
     pub fn program_stats(&self) -> anyhow::Result<Vec<ProgramStats>> {
-        attached_program_stats(&self.ebpf, &self.plan)
+        let mut stats = attached_program_stats(&self.ebpf, &self.plan)?;
+        if self.journeys {
+            let program = self
+                .ebpf
+                .program("tt_batch_flush")
+                .context("no tt_batch_flush program")?;
+            stats.push(ProgramStats::of(
+                BATCH_FLUSH_HOOK,
+                "tt_batch_flush",
+                program,
+            )?);
+        }
+        Ok(stats)
     }
 }
 
