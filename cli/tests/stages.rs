@@ -222,9 +222,17 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
         "net_dev_queue: {bytes} B scaled, {:.3} of what iperf3 sent",
         bytes / sent
     );
-    // Data and headers, and the ACKs back: a few % above what was sent.
+    // Data and headers, and the ACKs back: a few % above what was sent. In
+    // an emulated guest the slices it traced carry less than their share:
+    // one vCPU runs at a time, and each slice begins with the programs
+    // attaching (CI's 6.12 guest: scale 5.91 for 4, 0.641 of the bytes).
+    let least = if std::env::var_os("TT_VM").is_some() {
+        0.5
+    } else {
+        0.7
+    };
     assert!(
-        (0.7 * sent..1.4 * sent).contains(&bytes),
+        (least * sent..1.4 * sent).contains(&bytes),
         "net_dev_queue {bytes} B scaled, iperf3 sent {sent} B"
     );
     for s in json["totals"]["stages"].as_array().unwrap() {
