@@ -380,6 +380,18 @@ static __always_inline void data_ready_fill(struct tt_ev_data_ready *ev, const s
 }
 
 /*
+ * Whether the socket's owner handles the segment from its backlog
+ * (release_sock): task context with softirqs on, so a softirq on this CPU
+ * may end or start the CPU's RX journey between any two instructions. The
+ * owner's hops go alone and leave the journey be; softirq TCP never runs
+ * on an owned socket (it queues the segment to the backlog).
+ */
+static __always_inline bool owner_context(const struct sock *sk, bool btf)
+{
+	return RD(btf, sk, sk_lock.owned) != 0;
+}
+
+/*
  * The CPU's RX journey if tcp_probe just took its skb into `sk`; else what
  * it holds is sent, and NULL.
  */
@@ -405,7 +417,7 @@ static __always_inline int data_ready_body(const struct sock *sk, bool btf)
 		return 0;
 	__u32 rcv_nxt = RD(btf, tp, rcv_nxt);
 	__u32 copied_seq = RD(btf, tp, copied_seq);
-	struct rx_journey *j = rx_journey_ready(sk);
+	struct rx_journey *j = owner_context(sk, btf) ? NULL : rx_journey_ready(sk);
 
 	/*
 	 * All the unread bytes: a superset of those that just became readable
@@ -594,7 +606,7 @@ static __always_inline void tcp_rcv_fill(struct tt_ev_tcp_rcv *ev, const struct 
 	b->jiffies = bpf_jiffies64();
 	/* a 2-bit bitfield before 6.14, a u8 since */
 	b->chrono_type = RD_BITFIELD(btf, tp, chrono_type);
-	b->backlog = RD(btf, sk, sk_lock.owned) != 0;
+	b->backlog = owner_context(sk, btf);
 	b->ca_state = RD_BITFIELD(btf, &tp->inet_conn, icsk_ca_state);
 	b->_pad0 = 0;
 }
@@ -619,7 +631,7 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 {
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	const struct tcp_skb_cb *cb = tcp_cb(skb);
-	struct rx_journey *j = rx_journey_at_tcp(skb);
+	struct rx_journey *j = owner_context(sk, btf) ? NULL : rx_journey_at_tcp(skb);
 	struct tt_hdr h = {};
 	__u8 th[20];
 

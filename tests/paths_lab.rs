@@ -5,9 +5,10 @@
 mod common;
 
 use common::{
-    link_packets, paced_one_segment_skbs, relative_error, require_root, UNSEEN_BY_THE_KERNEL,
+    link_packets, paced_one_segment_skbs, relative_error, require_root, SetOnDrop,
+    UNSEEN_BY_THE_KERNEL,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tenge_trace::analysis::paths::{PathAnalyzer, PathConfig, PathEntry, PathReport};
@@ -119,10 +120,10 @@ fn traced<T: Send>(lab: &Lab, work: impl FnOnce() -> T + Send) -> (T, PathReport
     let stop = AtomicBool::new(false);
     let (result, stats) = std::thread::scope(|s| {
         let worker = s.spawn(|| {
+            let _stop = SetOnDrop(&stop);
             let result = work();
             // The last reads' events are still in the ring.
             std::thread::sleep(Duration::from_millis(100));
-            stop.store(true, Ordering::SeqCst);
             result
         });
         let stats = Collector::new().run(
@@ -179,8 +180,10 @@ fn beside_every_packet(
                 &mut Callbacks(push, |_: &CollectStats| {}),
             )
         });
-        let all = bulk_run(lab, cfg, 1);
-        stop.store(true, Ordering::SeqCst);
+        let all = {
+            let _stop = SetOnDrop(&stop);
+            bulk_run(lab, cfg, 1)
+        };
         (all, collector.join().unwrap().unwrap())
     });
     (all, analyzer.finish(), stats)

@@ -24,7 +24,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tenge_trace::analysis::window::{
@@ -195,6 +195,7 @@ fn traced_with(cfg: &LabConfig, flows: usize, analysis: AnalysisConfig) -> Run {
     let stop = AtomicBool::new(false);
     let (transfers, stats) = std::thread::scope(|s| {
         let worker = s.spawn(|| {
+            let _stop = common::SetOnDrop(&stop);
             let ends: Vec<_> = (0..flows)
                 .map(|_| s.spawn(|| lab.run_transfer(cfg, |_| {})))
                 .collect();
@@ -204,7 +205,6 @@ fn traced_with(cfg: &LabConfig, flows: usize, analysis: AnalysisConfig) -> Run {
                 .collect();
             // The last ACKs and reads are still in the ring.
             std::thread::sleep(Duration::from_millis(100));
-            stop.store(true, Ordering::SeqCst);
             transfers
         });
         let mut sink = Callbacks(on_record, |_: &CollectStats| {});

@@ -3,6 +3,18 @@
 #[allow(dead_code)]
 pub mod perf;
 
+/// Sets its flag when dropped, also when a panic unwinds past it: a
+/// collector that a thread scope waits for then stops, where the test would
+/// hang with its panic untold.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub struct SetOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Root-only tests call this first. On a developer's unprivileged run it says
 /// why the test does nothing and returns false; under CI (`CI` set) a missing
 /// privilege is a failure, never a silent skip.
