@@ -103,11 +103,16 @@ fn by_direction(segments: &[WireSegment]) -> BTreeMap<(SocketAddr, SocketAddr), 
     out
 }
 
+/// How far from the wire's a sighting's time may be when the host took the
+/// vCPU away between tcpdump's tap and our hook (seen: 3.9 ms, once in ~50
+/// runs of two lab transfers at once).
+const STOLEN_DT: f64 = 0.02;
+
 /// Ours are the wire's segments, in each direction's order, with the same
 /// header fields, the same window as Wireshark scales it, and the same time
-/// to within `max_dt` seconds. Returns how many of the wire's are not ours:
-/// the packets the kernel ran no program for (see
-/// `common::UNSEEN_BY_THE_KERNEL`).
+/// to within `max_dt` seconds, but for at most one in a thousand within
+/// [`STOLEN_DT`]. Returns how many of the wire's are not ours: the packets
+/// the kernel ran no program for (see `common::UNSEEN_BY_THE_KERNEL`).
 fn assert_wire_segments(
     ours: &[WireSegment],
     wire: &[WireSegment],
@@ -122,24 +127,36 @@ fn assert_wire_segments(
     );
     // The 8 flag bits TCP sets (tshark's field has 12).
     let header = |s: &WireSegment| (s.seq, s.ack, s.len, s.win_raw, s.win_scaled, s.flags & 0xff);
-    let same =
-        |o: &WireSegment, w: &WireSegment| header(o) == header(w) && (o.ts - w.ts).abs() < max_dt;
-    let mut unseen = 0;
+    let same = |o: &WireSegment, w: &WireSegment, dt: f64| {
+        header(o) == header(w) && (o.ts - w.ts).abs() < dt
+    };
+    let (mut unseen, mut stolen) = (0, Vec::new());
     for (direction, wire) in &wire {
-        let mut wire = wire.iter();
+        let mut at = 0;
         for (i, o) in ours[direction].iter().enumerate() {
-            loop {
-                let w = wire.next().unwrap_or_else(|| {
+            let after = &wire[at..];
+            let skipped = after
+                .iter()
+                .position(|w| same(o, w, max_dt))
+                .or_else(|| {
+                    let k = after.iter().position(|w| same(o, w, STOLEN_DT.max(max_dt)))?;
+                    stolen.push(o.ts - after[k].ts);
+                    Some(k)
+                })
+                .unwrap_or_else(|| {
                     panic!("{what} {direction:?}: our segment {i} {o:?} is not on the wire after the ones before it")
                 });
-                if same(o, w) {
-                    break;
-                }
-                unseen += 1;
-            }
+            unseen += skipped;
+            at += skipped + 1;
         }
-        unseen += wire.count();
+        unseen += wire.len() - at;
     }
+    let segments: usize = wire.values().map(Vec::len).sum();
+    assert!(
+        stolen.len() <= segments.div_ceil(1000),
+        "{what}: {} of {segments} sightings off the wire's time by {stolen:?} s",
+        stolen.len()
+    );
     unseen
 }
 

@@ -276,14 +276,13 @@ mod tests {
                 ..Default::default()
             },
         };
-        // SAFETY: plain old data, read as its bytes.
-        unsafe {
-            std::slice::from_raw_parts(
-                (&journey as *const tt_tx_journey).cast::<u8>(),
-                size_of::<tt_tx_journey>(),
-            )
-        }
-        .to_vec()
+        bytes_of(&journey).to_vec()
+    }
+
+    /// A record's bytes, as the kernel writes them.
+    fn bytes_of<T: Copy>(record: &T) -> &[u8] {
+        // SAFETY: the ABI's records are plain old data (repr(C), no pointers).
+        unsafe { std::slice::from_raw_parts((record as *const T).cast::<u8>(), size_of::<T>()) }
     }
 
     fn kinds_and_times(records: &[Vec<u8>]) -> Vec<(u8, u64)> {
@@ -347,11 +346,7 @@ mod tests {
     /// A batch as the kernel writes it: its header, then each record padded to 8 bytes.
     fn batch(records: &[Vec<u8>]) -> Vec<u8> {
         let header = hdr(tt_kind::TT_KIND_BATCH, 0);
-        // SAFETY: plain old data, read as its bytes.
-        let mut out = unsafe {
-            std::slice::from_raw_parts((&header as *const tt_hdr).cast::<u8>(), size_of::<tt_hdr>())
-        }
-        .to_vec();
+        let mut out = bytes_of(&header).to_vec();
         for r in records {
             out.extend_from_slice(r);
             out.resize(out.len().next_multiple_of(8), 0);
@@ -395,11 +390,7 @@ mod tests {
         journey.hdr.variant = tt_journey::TT_JOURNEY_RX_SHORT as u8;
         journey.netif.hdr = hdr(tt_kind::TT_KIND_NETIF_RECEIVE, 3);
         journey.tcp.hdr = hdr(tt_kind::TT_KIND_TCP_RCV, 4);
-        // SAFETY: plain old data, read as its bytes; only up to `sent`.
-        let short = unsafe {
-            std::slice::from_raw_parts((&journey as *const tt_rx_journey).cast::<u8>(), SENT)
-        }
-        .to_vec();
+        let short = bytes_of(&journey)[..SENT].to_vec();
         let napi = record(Event::new(
             hdr(tt_kind::TT_KIND_NAPI_POLL, 7),
             Body::NapiPoll(Default::default()),
