@@ -74,6 +74,7 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, sample_every: u32) -> BulkRun {
         &AtomicBool::new(false),
         |record| {
             let ev = Event::decode(record).expect("a valid record");
+            assert_stamped(&ev);
             let from_sender = ev.src().map(|a| a.ip()) == Some(sender_ip);
             match &ev.body {
                 Body::DevStartXmit(_) if from_sender => xmit += 1,
@@ -170,6 +171,7 @@ fn beside_every_packet(
         let collector = s.spawn(|| {
             let push = |record: &[u8]| {
                 let ev = Event::decode(record).expect("a valid record");
+                assert_stamped(&ev);
                 seen(&ev);
                 analyzer.push(&ev);
             };
@@ -187,6 +189,13 @@ fn beside_every_packet(
         (all, collector.join().unwrap().unwrap())
     });
     (all, analyzer.finish(), stats)
+}
+
+/// Every hop is sent after it was stamped: a hop half written when its
+/// journey went (a softirq ending the journey the socket owner's backlog
+/// was writing) came with time 0.
+fn assert_stamped(ev: &Event) {
+    assert_ne!(ev.hdr.ts_ns, 0, "a hop sent before it was stamped: {ev:?}");
 }
 
 /// Packets of one direction measured at `stage`, scaled by the sampling:
