@@ -37,6 +37,8 @@ struct BulkRun {
     /// sender, and at the receiver's driver entry: what veth counts.
     traced_xmit_skbs: u64,
     traced_entry_skbs: u64,
+    /// When each of those left the sender (net_dev_start_xmit), in order.
+    xmit_ts: Vec<u64>,
     /// The cookies of the sockets that wrote and read the data.
     writer_cookie: u64,
     reader_cookie: u64,
@@ -56,9 +58,10 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, sample_every: u32) -> BulkRun {
         sample_every,
         ..PathConfig::default()
     });
-    let (mut xmit, mut entry) = (0, 0);
+    let mut entry = 0;
     let (mut writer_cookie, mut reader_cookie) = (0, 0);
     let mut napi_polls = Vec::new();
+    let mut xmit_ts = Vec::new();
     let sender_ip = std::net::IpAddr::V4(lab.sender_ip());
     let options = TracerOptions {
         filters: Filters {
@@ -77,7 +80,7 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, sample_every: u32) -> BulkRun {
             assert_stamped(&ev);
             let from_sender = ev.src().map(|a| a.ip()) == Some(sender_ip);
             match &ev.body {
-                Body::DevStartXmit(_) if from_sender => xmit += 1,
+                Body::DevStartXmit(_) if from_sender => xmit_ts.push(ev.hdr.ts_ns),
                 Body::RxEntry(_) if from_sender => entry += 1,
                 Body::Sendmsg(_) => writer_cookie = ev.hdr.sock_cookie,
                 Body::AppRead(_) => reader_cookie = ev.hdr.sock_cookie,
@@ -98,11 +101,12 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, sample_every: u32) -> BulkRun {
         report: paths.finish(),
         sender_tx: sender_after.tx - sender_before.tx,
         receiver_rx: receiver_after.rx - receiver_before.rx,
-        traced_xmit_skbs: xmit,
+        traced_xmit_skbs: xmit_ts.len() as u64,
         traced_entry_skbs: entry,
         writer_cookie,
         reader_cookie,
         napi_polls,
+        xmit_ts,
     }
 }
 
@@ -478,10 +482,17 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
         sample_slice_ns: 20_000_000,
         ..Filters::default()
     };
-    let (mut edges, mut stamps) = (Vec::new(), Vec::new());
-    let (all, sliced, stats) = beside_every_packet(&lab, &cfg, filters, |ev| match ev.body {
-        Body::Pause(p) => edges.push((ev.hdr.ts_ns, p.edge_ns)),
-        _ => stamps.push(ev.hdr.ts_ns),
+    let (mut edges, mut stamps, mut xmits) = (Vec::new(), Vec::new(), Vec::new());
+    let sender_ip = std::net::IpAddr::V4(lab.sender_ip());
+    let (all, sliced, stats) = beside_every_packet(&lab, &cfg, filters, |ev| {
+        match ev.body {
+            Body::Pause(p) => return edges.push((ev.hdr.ts_ns, p.edge_ns)),
+            Body::DevStartXmit(_) if ev.src().map(|a| a.ip()) == Some(sender_ip) => {
+                xmits.push(ev.hdr.ts_ns)
+            }
+            _ => {}
+        }
+        stamps.push(ev.hdr.ts_ns);
     });
     assert_eq!(stats.lost_total(), 0);
     assert_eq!(stats.late, 0, "journeys cut by the pauses came late");
@@ -501,6 +512,30 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
         let inside = stamps.partition_point(|&t| t < back)
             - stamps.partition_point(|&t| t <= gone.min(back));
         assert_eq!(inside, 0, "{inside} events with no probe attached: {p:?}");
+    }
+    // Within each slice, with every probe back, the sliced tracer saw
+    // exactly the segments the every-packet tracer saw leave the sender.
+    xmits.sort_unstable();
+    let in_window = |ts: &[u64], from: u64, to: u64| {
+        ts.partition_point(|&t| t < to) - ts.partition_point(|&t| t < from)
+    };
+    let (first_xmit, last_xmit) = (all.xmit_ts[0], *all.xmit_ts.last().unwrap());
+    let traced: Vec<(u64, u64)> = pauses
+        .windows(2)
+        .map(|w| (w[0][3], w[1][0]))
+        .filter(|&(from, to)| from > first_xmit && to < last_xmit)
+        .collect();
+    assert!(
+        traced.len() >= 20,
+        "{} slices inside the transfer",
+        traced.len()
+    );
+    for &(from, to) in &traced {
+        assert_eq!(
+            in_window(&xmits, from, to),
+            in_window(&all.xmit_ts, from, to),
+            "segments sent in the slice {from}..{to}"
+        );
     }
     // Each slice loses the ms its probes take to come back: the scale is
     // the time traced, above 8 (scaled by 8, the counts fell 20% short).
