@@ -33,17 +33,24 @@ struct BulkRun {
     /// Skbs the sender's veth sent, and the receiver's veth received.
     sender_tx: u64,
     receiver_rx: u64,
-    /// Skbs of the connection (data or not) at net_dev_start_xmit from the
-    /// sender, and at the receiver's driver entry: what veth counts.
-    traced_xmit_skbs: u64,
+    /// Skbs of the connection (data or not) at the receiver's driver entry:
+    /// what veth counts.
     traced_entry_skbs: u64,
-    /// When each of those left the sender (net_dev_start_xmit), in order.
+    /// When each skb of the connection (data or not) left the sender
+    /// (net_dev_start_xmit), in order: as many as veth counts.
     xmit_ts: Vec<u64>,
     /// The cookies of the sockets that wrote and read the data.
     writer_cookie: u64,
     reader_cookie: u64,
     /// NAPI polls traced: (time, ifindex, work).
     napi_polls: Vec<(u64, u32, i32)>,
+}
+
+impl BulkRun {
+    /// Skbs of the connection at net_dev_start_xmit from the sender.
+    fn traced_xmit_skbs(&self) -> u64 {
+        self.xmit_ts.len() as u64
+    }
 }
 
 fn bulk_run(lab: &Lab, cfg: &LabConfig, sample_every: u32) -> BulkRun {
@@ -101,7 +108,6 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, sample_every: u32) -> BulkRun {
         report: paths.finish(),
         sender_tx: sender_after.tx - sender_before.tx,
         receiver_rx: receiver_after.rx - receiver_before.rx,
-        traced_xmit_skbs: xmit_ts.len() as u64,
         traced_entry_skbs: entry,
         writer_cookie,
         reader_cookie,
@@ -235,7 +241,7 @@ fn print_report(tag: &str, run: &BulkRun) {
         run.transfer.elapsed,
         run.sender_tx,
         run.receiver_rx,
-        run.traced_xmit_skbs,
+        run.traced_xmit_skbs(),
         run.traced_entry_skbs
     );
     eprint!("{}", run.report.render_table(None));
@@ -310,9 +316,9 @@ fn stage_counts_match_the_interface_counters_and_coverage_is_complete() {
     assert!(c.tx_fraction.unwrap() >= 0.95, "{c:?}");
     assert!(c.rx_fraction.unwrap() >= 0.95, "{c:?}");
     assert!(
-        relative_error(run.traced_xmit_skbs, run.sender_tx) <= UNSEEN_BY_THE_KERNEL,
+        relative_error(run.traced_xmit_skbs(), run.sender_tx) <= UNSEEN_BY_THE_KERNEL,
         "{} skbs traced at start_xmit, veth sent {}",
-        run.traced_xmit_skbs,
+        run.traced_xmit_skbs(),
         run.sender_tx
     );
     assert!(
@@ -761,7 +767,7 @@ fn nic_stages_match_its_counters_and_napi_polls_match_perf() {
 
         for (traced, counter, what) in [
             (
-                run.traced_xmit_skbs,
+                run.traced_xmit_skbs(),
                 run.sender_tx,
                 "skbs at start_xmit vs the sender NIC's tx packets",
             ),
