@@ -349,15 +349,6 @@ impl Drop for Running {
     }
 }
 
-/// Sets the flag on drop, so a failing test does not leave the transfer running.
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
 fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .unwrap()
@@ -858,7 +849,7 @@ fn prometheus_scrapes_watch_and_an_example_rule_fires() {
     };
     let (fired, series) = std::thread::scope(|s| {
         let transfer = s.spawn(|| lab.run_transfer_until(&cfg, &stop, |_| {}));
-        let _stop = SetOnDrop(&stop);
+        let _stop = common::SetOnDrop(&stop);
         let deadline = Instant::now() + Duration::from_secs(90);
         let fired = loop {
             let alerts = api(prometheus_addr, "/api/v1/alerts");

@@ -4,8 +4,8 @@
 pub mod perf;
 
 /// Sets its flag when dropped, also when a panic unwinds past it: a
-/// collector that a thread scope waits for then stops, where the test would
-/// hang with its panic untold.
+/// collector or transfer that a thread scope waits for then stops, where
+/// the test would hang with its panic untold.
 #[allow(dead_code)] // not every test binary that includes this module uses it
 pub struct SetOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
 
