@@ -45,34 +45,46 @@ SKB_STAMP_MAP(tx_stamps);
 SKB_STAMP_MAP(rx_stamps);
 
 /*
- * Sampling by time: since when the programs count (bpf_ktime_get_ns), set
- * by user space once they are all attached; COUNTING_OFF from before the
- * first of them leaves until all are back. So every hook counts over the
- * same time, the one user space scales by, and not while the programs come
- * and go one by one. A stamp from before `since` was left before a pause,
- * and the address it names may be another skb's by now. 0: always counting.
+ * Sampling by time: the window the programs count in (bpf_ktime_get_ns),
+ * set by user space once they are all attached, from the traced slice's
+ * start to its end, and closed from before the first of them leaves until
+ * all are back. So every hook counts over the same time, the
+ * one user space scales by, and not while the programs come and go one by
+ * one. A stamp from before `since` was left before a pause, and the address
+ * it names may be another skb's by now. Leaving: since COUNTING_OFF and
+ * until 0, so that a half-written window is one no time is in.
  */
 #define COUNTING_OFF (~0ULL)
+
+struct counting_window {
+	__u64 since;
+	__u64 until;
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
-} counting_since SEC(".maps");
+	__type(value, struct counting_window);
+} counting_window SEC(".maps");
 
 /* Set when sampling by time: otherwise the verifier drops the gate's load. */
 const volatile __u8 time_sliced = 0;
 
+/* Since when the programs count, or COUNTING_OFF if not now. */
 static __always_inline __u64 counting_from(void)
 {
+	struct counting_window *w;
 	__u32 zero = 0;
-	__u64 *since;
+	__u64 now;
 
 	if (!time_sliced)
 		return 0;
-	since = bpf_map_lookup_elem(&counting_since, &zero);
-	return since ? *since : 0;
+	w = bpf_map_lookup_elem(&counting_window, &zero);
+	if (!w)
+		return 0;
+	now = bpf_ktime_get_ns();
+	return now >= w->since && now < w->until ? w->since : COUNTING_OFF;
 }
 
 struct {

@@ -310,11 +310,14 @@ enum tt_pause_edge {
 /*
  * TT_KIND_PAUSE: written by the collector, never by the kernel. Sampling by
  * time slices (`record --slice`) detaches every probe between the slices it
- * traces. From a BEGIN (hdr.ts_ns: the probes began to leave) to the END
- * that follows (hdr.ts_ns: all were back) the trace is not whole, and the
- * analyses skip the events between (of the probes still or already there).
- * edge_ns: when all were gone (BEGIN), when they began to come back (END);
- * no probe ran in between. The header has only kind, variant and time.
+ * traces, and attaches them again ahead of the next. From a BEGIN
+ * (hdr.ts_ns: the traced slice's end; the probes began to leave then or
+ * after) to the END that follows (hdr.ts_ns: the next traced slice's
+ * start, or when all probes were back if that was later) the trace is not
+ * whole, and the analyses skip the events stamped between (of the probes
+ * still or already there), in whatever order they come. edge_ns: when all
+ * were gone (BEGIN), when they began to come back (END); no probe ran in
+ * between. The header has only kind, variant and time.
  */
 struct tt_pause {
 	__u64 edge_ns;

@@ -475,9 +475,12 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
     // traced. At a steady rate a traced ms holds as many packets as any
     // other (measured: 196 to 256 events per traced ms, every slice), so
     // the ratio of times scales the counts right but for the runs the
-    // transfer's two ends cut, and the traced slices outside it: whether
-    // theirs fell inside is luck (measured −12% to +2% over 8 runs; CI
-    // once drew 17% short with 17 runs).
+    // transfer's two ends cut, whose traced slice fell inside it or not by
+    // luck (at most a run each, 3%), and the slices whose probes came back
+    // late (measured −8.3% to +4.2% over 18 runs in debug, mean −0.5%;
+    // before the probes came back ahead of their slice, each slice was cut
+    // by its attach, longer under the transfer's load, and the counts came
+    // −19% to +2%).
     let cfg = LabConfig {
         bytes: 128 << 20,
         ..paced_one_segment_skbs()
@@ -520,10 +523,16 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
         assert_eq!(inside, 0, "{inside} events with no probe attached: {p:?}");
     }
     // Within each slice, with every probe back, the sliced tracer saw
-    // exactly the segments the every-packet tracer saw leave the sender.
+    // exactly the segments the every-packet tracer saw leave the sender, but
+    // for those at its edges: each tracer stamps a segment with its own
+    // clock read, the every-packet one's first (attached first, it runs
+    // first), so one stamped right at an edge may fall on its two sides.
+    const AT_EDGE_NS: u64 = 20_000;
     xmits.sort_unstable();
     let in_window = |ts: &[u64], from: u64, to: u64| {
-        ts.partition_point(|&t| t < to) - ts.partition_point(|&t| t < from)
+        // Empty if `to` comes first (a slice over before the probes were back).
+        ts.partition_point(|&t| t < to)
+            .saturating_sub(ts.partition_point(|&t| t < from))
     };
     let (first_xmit, last_xmit) = (all.xmit_ts[0], *all.xmit_ts.last().unwrap());
     let traced: Vec<(u64, u64)> = pauses
@@ -537,28 +546,39 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
         traced.len()
     );
     for &(from, to) in &traced {
-        assert_eq!(
-            in_window(&xmits, from, to),
-            in_window(&all.xmit_ts, from, to),
-            "segments sent in the slice {from}..{to}"
+        let seen = in_window(&xmits, from, to);
+        let least = in_window(&all.xmit_ts, from + AT_EDGE_NS, to - AT_EDGE_NS);
+        let most = in_window(&all.xmit_ts, from - AT_EDGE_NS, to + AT_EDGE_NS);
+        assert!(
+            (least..=most).contains(&seen),
+            "segments sent in the slice {from}..{to}: {seen}, every-packet {least}..={most}"
         );
     }
-    // Each slice loses the ms its probes take to come back: the scale is
-    // the time traced, above 8 (scaled by 8, the counts fell 20% short).
-    // How many ms depends on the host: 3 on most, 8.3 to 12.4 in one
-    // session's runs on another.
-    assert!(
-        (8.0..13.0).contains(&sliced.scale),
-        "scale {}",
+    // The probes come back ahead of each slice: every slice between two
+    // pauses is traced whole, from its start to its end (20 ms), but where
+    // coming back took longer than the lead it had (the pause ends when
+    // they were all back).
+    let slice = 20_000_000;
+    let lengths: Vec<u64> = pauses.windows(2).map(|w| w[1][0] - w[0][3]).collect();
+    // Two slices when the last of a run and the first of the next are drawn.
+    let whole = lengths.iter().filter(|&&l| l > 0 && l % slice == 0);
+    let (whole, windows) = (whole.count(), lengths.len());
+    eprintln!(
+        "{whole} of {windows} slices traced whole, scale {}",
         sliced.scale
     );
+    // In this debug build, beside the every-packet tracer on 2 vCPUs,
+    // attaching took 2 to 16 ms (its lead is at most half a slice, 10 ms):
+    // 31 to 36 of about 40 slices were whole.
+    assert!(whole * 3 >= windows * 2, "{whole} of {windows} whole");
     let (first, last) = (pauses[0][0], pauses.last().unwrap()[3]);
     let paused: u64 = pauses.iter().map(|p| p[3] - p[0]).sum();
     let share = paused as f64 / (last - first) as f64;
-    eprintln!("{} pauses, {:.1}% of the time", pauses.len(), share * 100.0);
-    // 7/8 of the time between the slices, and the few ms of each slice
-    // the probes took to come back (measured: 89.9%).
-    assert!((0.86..0.95).contains(&share), "paused {share}");
+    eprintln!("{} pauses, {:.2}% of the time", pauses.len(), share * 100.0);
+    // 7/8 of the time between the slices; the first and the last pause
+    // may be a run's end or start apart, and a slice whose probes came back
+    // late is paused until then (measured: 87.9% to 89.4%).
+    assert!((0.86..0.92).contains(&share), "paused {share}");
     for (direction, stage, counter) in [
         ("tx", "driver", all.sender_tx),
         ("rx", "read", all.receiver_rx),
@@ -568,10 +588,11 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
             stage_count(&sliced, direction, stage),
         );
         eprintln!(
-            "{direction}: {n_all} packets, 1 in 8 slices scaled: {n_sliced}, veth: {counter}"
+            "{direction}: {n_all} packets, 1 in 8 slices scaled: {n_sliced} ({:+.1}%), veth: {counter}",
+            (n_sliced as f64 / n_all as f64 - 1.0) * 100.0
         );
-        assert!(relative_error(n_sliced, counter) <= 0.15, "{direction}");
-        assert!(relative_error(n_sliced, n_all) <= 0.15, "{direction}");
+        assert!(relative_error(n_sliced, counter) <= 0.12, "{direction}");
+        assert!(relative_error(n_sliced, n_all) <= 0.12, "{direction}");
     }
 }
 

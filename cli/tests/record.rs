@@ -361,8 +361,9 @@ fn record_by_time_slices_writes_its_pauses() {
     assert_eq!(report["pauses"]["count"], edges.len() / 2);
     assert_eq!(report["sample_every"], 4);
     assert_eq!(report["sample_slice_ns"], 50_000_000);
-    // A quarter of the time traced, less the probes' coming and going; more
-    // where the recording ended in the traced slice of its last run.
+    // A quarter of the time traced, the slices whole (the probes come back
+    // ahead of them); less where coming back took longer than half a slice,
+    // more where the recording ended in the traced slice of its last run.
     let scale = report["scale"].as_f64().unwrap();
     assert!((3.0..6.0).contains(&scale), "scale {scale}");
     let text = bin().arg("report").arg(&file).output().unwrap();

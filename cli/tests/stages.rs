@@ -212,8 +212,9 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
     let scale = sampling["scale"].as_f64().unwrap();
     eprintln!("{pauses} pauses, scale {scale:.2}, iperf3 sent {sent} B");
     assert!(pauses >= 5, "{sampling}");
-    // 1 in 4, less the time the programs take to come back each slice
-    // (longer in an emulated guest of the matrix).
+    // 1 in 4: the programs come back ahead of each slice and count over
+    // it whole, but when coming back took longer than half a slice (in an
+    // emulated guest of the matrix), from when they were back.
     assert!((3.5..12.0).contains(&scale), "{sampling}");
     let hooks = json["totals"]["hooks"].as_array().unwrap();
     let queued = hooks.iter().find(|h| h["hook"] == "net_dev_queue").unwrap();
@@ -222,14 +223,15 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
         "net_dev_queue: {bytes} B scaled, {:.3} of what iperf3 sent",
         bytes / sent
     );
-    // Data and headers, and the ACKs back: a few % above what was sent. In
-    // an emulated guest the slices it traced carry less than their share:
-    // one vCPU runs at a time, and each slice begins with the programs
-    // attaching (CI's 6.12 guest: scale 5.91 for 4, 0.641 of the bytes).
+    // Data and headers, and the ACKs back: a few % above what was sent
+    // (here 0.95 of it, the edge runs' luck). In an emulated guest the
+    // slices it traced carried less than their share when each began with
+    // the programs attaching (CI's 6.12 guest: scale 5.91 for 4, 0.641 of
+    // the bytes); they come back ahead of the slice now, up to half a slice.
     let least = if std::env::var_os("TT_VM").is_some() {
         0.5
     } else {
-        0.7
+        0.8
     };
     assert!(
         (least * sent..1.4 * sent).contains(&bytes),

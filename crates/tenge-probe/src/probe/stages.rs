@@ -159,19 +159,21 @@ impl StageTracer {
     }
 }
 
-/// Sampling by time: the programs count nothing from before the first of
-/// them leaves until all are back (`counting_since` in bpf/stages.bpf.c),
-/// so that every hook counts over the time the pauses leave, which the
-/// counts are scaled by; and take no stamp from before a pause.
+/// Sampling by time: the programs count only inside the traced window
+/// (`counting_window` in bpf/stages.bpf.c), from the slice's start (or
+/// from when they were all back, if later) to its end, so that every hook
+/// counts over the time the pauses leave, which the counts are scaled by;
+/// and take no stamp from before a pause. Leaving, the window is one no
+/// time is in, whichever half a program reads while it is written.
 fn gate_counting(ebpf: &mut Ebpf, moment: Moment) -> anyhow::Result<()> {
-    let since = match moment {
-        Moment::Leaving => u64::MAX,
+    let window = match moment {
+        Moment::Leaving => [u64::MAX, 0],
         Moment::Coming => return Ok(()),
-        Moment::Back => crate::os::clock_ns(libc::CLOCK_MONOTONIC),
+        Moment::Back { from_ns, until_ns } => [from_ns, until_ns],
     };
     let map = ebpf
-        .map_mut("counting_since")
-        .context("no counting_since map")?;
-    Array::<_, u64>::try_from(map)?.set(0, since, 0)?;
+        .map_mut("counting_window")
+        .context("no counting_window map")?;
+    Array::<_, [u64; 2]>::try_from(map)?.set(0, window, 0)?;
     Ok(())
 }
