@@ -90,6 +90,8 @@ pub struct FilterArgs {
     pub flow: FlowFilterArgs,
     /// Keep 1 in N blocks of 16 KiB of each flow's sequence space, with every event that handles
     /// their bytes (so every stage of a kept packet is seen); lifecycle events are all kept, NAPI polls 1 in N per CPU.
+    /// Path counts and bytes are scaled by N; windows are those of the kept segments, so no advice
+    /// is given (use --slice, or every packet, for every window).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub sample: u32,
     /// With --sample N: trace every packet of 1 in N slices of this much time (e.g. 20ms),

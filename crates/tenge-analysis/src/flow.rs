@@ -5,7 +5,7 @@
 //! mapped through the connection's addresses, turned around to the receiving
 //! socket's point of view, within the event's network namespace.
 
-use crate::event::{addr_text, is_incoming_packet, v4_word, Body, Event, FlowKey};
+use crate::event::{addr_text, is_incoming_packet, sampled_bytes, v4_word, Body, Event, FlowKey};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -153,10 +153,13 @@ pub struct FlowInfo {
     pub first_ns: u64,
     pub last_ns: u64,
     pub events: u64,
-    /// TCP payload bytes this socket sent (outgoing segments at the device queue).
+    /// TCP payload bytes this socket sent (outgoing segments at the device
+    /// queue). Sampled 1 in N by sequence number: N times those of the kept
+    /// blocks (see [`sampled_bytes`]).
     pub bytes_sent: u64,
     /// TCP payload bytes this socket received, each once: what a segment
     /// carries below `rcv_nxt` was received before (as `tcpi_bytes_received`).
+    /// Sampled, estimated as `bytes_sent` is.
     pub bytes_received: u64,
     /// Last TCP state seen (include/net/tcp_states.h), 0 if none.
     pub state: u8,
@@ -201,11 +204,22 @@ pub struct FlowTable {
     last_key: Option<((u32, u64, u64), usize)>,
     /// Numbers of retired sockets, given to the next new ones.
     free: Vec<usize>,
+    /// The recording keeps 1 in this many blocks of sequence space (0 and
+    /// 1: every packet): the bytes counted are estimated from them.
+    sample_every: u32,
 }
 
 impl FlowTable {
     pub fn new() -> FlowTable {
         FlowTable::default()
+    }
+
+    /// The flow table of a recording sampled 1 in `every` by sequence number.
+    pub fn sampled(every: u32) -> FlowTable {
+        FlowTable {
+            sample_every: every,
+            ..FlowTable::default()
+        }
     }
 
     /// Accounts the event to its socket and returns the socket's cookie, if known.
@@ -235,8 +249,12 @@ impl FlowTable {
         flow.first_ns = flow.first_ns.min(ev.hdr.ts_ns);
         flow.last_ns = flow.last_ns.max(ev.hdr.ts_ns);
         match &ev.body {
-            Body::WindowAdv(w) => flow.bytes_sent += w.len as u64,
-            Body::TcpRcv(r) => flow.bytes_received += u64::from(new_payload(r)),
+            Body::WindowAdv(w) => flow.bytes_sent += sampled_bytes(w.seq, w.len, self.sample_every),
+            Body::TcpRcv(r) => {
+                let new = new_payload(r);
+                let from = r.seq.wrapping_add(r.len - new);
+                flow.bytes_received += sampled_bytes(from, new, self.sample_every);
+            }
             Body::State(s) => flow.state = s.newstate,
             _ => {}
         }

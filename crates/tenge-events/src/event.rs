@@ -380,6 +380,29 @@ pub fn sampled_range(start: u32, end: u32, every: u32) -> bool {
     })
 }
 
+/// The bytes `[start, start + len)` stand for in a recording sampled 1 in
+/// `every` by sequence number: those in chosen blocks, `every` times each
+/// (a block is kept or dropped whole, and a range that touches a chosen one
+/// is kept, so the bytes of chosen blocks are a 1-in-`every` sample of the
+/// flow's, every one of them seen); all of them where sampling keeps the
+/// range whatever it holds (more than `TT_SAMPLE_MAX_BLOCKS` blocks), or
+/// without sampling.
+pub fn sampled_bytes(start: u32, len: u32, every: u32) -> u64 {
+    if every <= 1 || len > TT_SAMPLE_MAX_BLOCKS * SAMPLE_BLOCK {
+        return u64::from(len);
+    }
+    let (mut at, mut left, mut chosen) = (start, len, 0u64);
+    while left > 0 {
+        let in_block = (SAMPLE_BLOCK - (at & (SAMPLE_BLOCK - 1))).min(left);
+        if block_chosen(at >> TT_SAMPLE_BLOCK_SHIFT, every) {
+            chosen += u64::from(in_block);
+        }
+        at = at.wrapping_add(in_block);
+        left -= in_block;
+    }
+    chosen * u64::from(every)
+}
+
 /// A segment by its payload; one without payload by the last byte it
 /// acknowledges (the ACK of a kept byte is kept), or by its own seq when it
 /// acknowledges nothing (a SYN). `sampled_segment()` in the BPF header.
@@ -770,6 +793,49 @@ mod tests {
         assert!(sampled_byte(block(7) - 1, 4) && !sampled_byte(block(6) - 1, 4));
         // No sampling keeps everything, even ranges with no byte.
         assert!(sampled_byte(block(1), 1) && sampled_range(5, 5, 0));
+    }
+
+    /// Chosen blocks below 17 at 1 in 4: 0, 6, 7, 10, 11 and 16.
+    #[test]
+    fn a_range_stands_for_the_bytes_of_its_chosen_blocks_times_n() {
+        let n = |start, len| sampled_bytes(start, len, 4);
+        // Not sampled: every byte.
+        assert_eq!(sampled_bytes(block(1), 100, 1), 100);
+        // Half of block 5 (not chosen), all of 6 and 7 (chosen), 100 bytes of 8.
+        let half = SAMPLE_BLOCK / 2;
+        let len = half + 2 * SAMPLE_BLOCK + 100;
+        assert_eq!(n(block(5) + half, len), 4 * 2 * u64::from(SAMPLE_BLOCK));
+        assert_eq!(n(block(7) + half, 10), 40);
+        assert_eq!(n(block(8), 10), 0);
+        // Across the wrap: block 0x3ffff is not chosen, block 0 is.
+        assert_eq!(n(u32::MAX - 9, 20), 40);
+        // A range sampling keeps whole stands for itself.
+        let huge = (TT_SAMPLE_MAX_BLOCKS + 1) * SAMPLE_BLOCK;
+        assert_eq!(n(block(1), huge), u64::from(huge));
+    }
+
+    /// A flow's bytes from the kept segments alone: 64 KiB skbs over 256 MiB
+    /// of sequence space from an odd start, 1 in 8 (measured: 2.1% over).
+    /// The kept skbs' own bytes, times 8, would say 3.9 times as much (an
+    /// skb spans 4 or 5 blocks, and is kept if any of them is chosen).
+    #[test]
+    fn kept_segments_estimate_a_flows_bytes() {
+        let (every, skb, total) = (8, 65_160u32, 256u32 << 20);
+        let (mut estimate, mut kept_bytes) = (0u64, 0u64);
+        let mut seq = 0xfff0_1234u32;
+        for _ in 0..total / skb {
+            if sampled_range(seq, seq.wrapping_add(skb), every) {
+                estimate += sampled_bytes(seq, skb, every);
+                kept_bytes += u64::from(skb);
+            } else {
+                assert_eq!(sampled_bytes(seq, skb, every), 0, "a dropped skb's bytes");
+            }
+            seq = seq.wrapping_add(skb);
+        }
+        let sent = f64::from(total / skb * skb);
+        let error = estimate as f64 / sent - 1.0;
+        assert!(error.abs() < 0.05, "estimate off by {error:+.3}");
+        assert!(kept_bytes as f64 * f64::from(every) > 3.5 * sent);
     }
 
     #[test]

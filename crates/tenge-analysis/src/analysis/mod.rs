@@ -126,9 +126,14 @@ impl Report {
 
 impl Analysis {
     pub fn new(cfg: AnalysisConfig) -> Analysis {
+        let byte_every = cfg.paths.byte_every();
+        let window = WindowConfig {
+            byte_sample_every: byte_every,
+            ..cfg.window
+        };
         Analysis {
-            flows: FlowTable::new(),
-            window: WindowAnalyzer::new(cfg.window),
+            flows: FlowTable::sampled(byte_every),
+            window: WindowAnalyzer::new(window),
             paths: PathAnalyzer::new(cfg.paths),
             next_retire_check_ns: if cfg.retire.is_some() { 0 } else { u64::MAX },
             retired: cfg.retire.map(Retired::new),

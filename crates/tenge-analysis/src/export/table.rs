@@ -183,6 +183,12 @@ fn render_windows_and_limits(out: &mut String, report: &Report, width: Option<us
         ]);
     }
     out.push_str(&aligned(&rows, 3, width));
+    if let Some(every) = byte_sampled(report) {
+        let _ = writeln!(
+            out,
+            "note: sampled 1 in {every} by sequence number: sent and received are {every} times the bytes of the kept blocks; adv, rounded, lost and stalls count what the kept segments carried, and a window stands until the next kept one, so windows and stalls between them go unseen (a stall is seen whole or not at all) and no advice is given; rwnd and sndbuf are the kernel's own clocks, cwnd, app and other the kept events'. For every window, trace every packet or sample by time (--slice)"
+        );
+    }
     if let Some(r) = &report.retirement {
         let idle = r.idle_timeout_ns.map_or(String::new(), |ns| {
             format!(" or silent for {:.0} s", ns as f64 / 1e9)
@@ -202,6 +208,12 @@ fn render_windows_and_limits(out: &mut String, report: &Report, width: Option<us
     }
 }
 
+/// The 1 in N of a recording sampled by sequence number, not by time.
+fn byte_sampled(report: &Report) -> Option<u32> {
+    let costs = &report.path_costs;
+    (costs.sample_every > 1 && costs.sample_slice_ns == 0).then_some(costs.sample_every)
+}
+
 /// Per socket with something to say: its window chain, send buffer, ideal
 /// window, stalls, alerts and advice.
 fn render_findings(out: &mut String, report: &Report) {
@@ -214,6 +226,12 @@ fn render_findings(out: &mut String, report: &Report) {
         .collect();
     if !findings.is_empty() {
         let _ = writeln!(out, "\nFINDINGS");
+        if let Some(every) = byte_sampled(report) {
+            let _ = writeln!(
+                out,
+                "(from the windows of 1 in {every} blocks of sequence space: see the note above)"
+            );
+        }
     }
     for flow in findings {
         render_flow_findings(out, flow);

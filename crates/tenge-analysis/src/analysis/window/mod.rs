@@ -96,6 +96,12 @@ pub struct WindowConfig {
     pub link_bps: Option<u64>,
     /// The kernel's `HZ`. None: estimated from the jiffies the trace carries.
     pub jiffies_hz: Option<u32>,
+    /// The recording keeps 1 in this many blocks of sequence space (0 and
+    /// 1: every packet; set by [`Analysis`](crate::analysis::Analysis) from
+    /// its paths' sampling). A window seen then stands until the next kept
+    /// one, however long the unseen ones between held: the time-weighted
+    /// windows are not what the socket had, and no advice rests on them.
+    pub byte_sample_every: u32,
 }
 
 impl Default for WindowConfig {
@@ -106,6 +112,7 @@ impl Default for WindowConfig {
             limit_window_ns: 200_000_000,
             link_bps: None,
             jiffies_hz: None,
+            byte_sample_every: 1,
         }
     }
 }
@@ -1290,7 +1297,7 @@ impl WindowAnalyzer {
             || chain.is_some_and(|c| c.compounded_loss_fraction >= threshold)
             || limits.rwnd >= threshold;
         let mut advice = Vec::new();
-        if flagged {
+        if flagged && cfg.byte_sample_every <= 1 {
             if rcv_mss > 0 {
                 let wanted = ideal_window.unwrap_or(free as u64);
                 let segments = (wanted.div_ceil(u64::from(rcv_mss)) as u32)

@@ -536,7 +536,7 @@ fn paired_ends_give_the_paper_chain() {
         link_bps: Some(208_000_000_000),
         ..Default::default()
     };
-    let (_, report) = run(cfg, &events);
+    let (_, report) = run(cfg.clone(), &events);
     let (sf, rf) = (&report.flows[0], &report.flows[1]);
     assert_eq!((sf.peer_cookie, rf.peer_cookie), (Some(2), Some(1)));
     assert_eq!(
@@ -576,6 +576,20 @@ fn paired_ends_give_the_paper_chain() {
         _ => None,
     });
     assert_eq!(mtu, Some((33000, 33000 % 8960)));
+    // Sampled by sequence number, the same windows would stand until the
+    // next kept one: the findings stay, the advice is not given.
+    let sampled = WindowConfig {
+        byte_sample_every: 8,
+        ..cfg
+    };
+    let (_, report) = run(sampled, &events);
+    let (sf, rf) = (&report.flows[0], &report.flows[1]);
+    assert_eq!(sf.window.chain.unwrap().usable, 17920);
+    assert!(
+        sf.advice.is_empty() && rf.advice.is_empty(),
+        "{:?}",
+        sf.advice
+    );
 }
 
 #[test]
