@@ -379,21 +379,7 @@ fn lab_json_is_alert_lines_then_one_summary() {
     if !common::require_root("lab_json_is_alert_lines_then_one_summary") {
         return;
     }
-    let out = bin()
-        .args(["lab", "--scenario", "rwnd-limited", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("every stdout line is one JSON object"))
-        .collect();
-    let (summary, alerts) = lines.split_last().expect("a summary line");
+    let (alerts, summary, stderr) = lab_json(&["--scenario", "rwnd-limited"]);
     assert!(alerts
         .iter()
         .all(|a| a["type"] == "alert" || a["type"] == "cleared"));
@@ -403,9 +389,8 @@ fn lab_json_is_alert_lines_then_one_summary() {
     assert_eq!(
         summary["ss"].as_array().unwrap().len(),
         2,
-        "{}\n{}",
+        "{}\n{stderr}",
         summary["ss"],
-        String::from_utf8_lossy(&out.stderr)
     );
     assert!(summary["report"]["events"].as_u64().unwrap() > 0);
     assert_eq!(summary["report"]["events_lost"], 0);
@@ -413,59 +398,62 @@ fn lab_json_is_alert_lines_then_one_summary() {
 
 /// `lab --sample 8` of a receive-window-limited transfer: each socket's
 /// bytes, estimated from the kept blocks, come near what `ss -ti` counted
-/// (measured +3.5% both ways: 2048 of 16384 blocks kept), where the kept
-/// segments' own bytes gave 27%; and no advice rests on the windows of the
-/// kept segments, though the flow is limited enough to get some unsampled.
+/// (measured −1.8% to +3.5% over three runs: about 2048 of 16384 blocks
+/// kept), where the kept segments' own bytes gave 28%; and no advice rests
+/// on the windows of the kept segments, though the flow is limited enough
+/// to get some unsampled.
 #[test]
 fn lab_sampled_by_bytes_estimates_bytes_and_gives_no_advice() {
     if !common::require_root("lab_sampled_by_bytes_estimates_bytes_and_gives_no_advice") {
         return;
     }
-    let out = bin()
-        .args([
-            "lab",
-            "--scenario",
-            "rwnd-limited",
-            "--sample",
-            "8",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let (_, summary, _) = lab_json(&["--scenario", "rwnd-limited", "--sample", "8"]);
     let report = &summary["report"];
     assert_eq!(report["sample_every"], 8);
-    for (ss, field) in summary["ss"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(["bytes_sent", "bytes_received"])
-    {
+    let mut compared = 0;
+    for ss in summary["ss"].as_array().unwrap() {
         let socket = report["sockets"]
             .as_array()
             .unwrap()
             .iter()
             .find(|s| s["src"] == ss["local"])
             .unwrap_or_else(|| panic!("no socket {}", ss["local"]));
-        let (estimate, kernel) = (socket[field].as_f64().unwrap(), ss[field].as_f64().unwrap());
-        eprintln!("{field}: {estimate} estimated, {kernel} by ss");
-        assert!(
-            (estimate / kernel - 1.0).abs() < 0.10,
-            "{field}: {estimate} vs {kernel}"
-        );
+        // ss names only the direction a socket moved bytes in.
+        for field in ["bytes_sent", "bytes_received"] {
+            let Some(kernel) = ss[field].as_f64().filter(|&b| b > 0.0) else {
+                continue;
+            };
+            let estimate = socket[field].as_f64().unwrap();
+            eprintln!("{field}: {estimate} estimated, {kernel} by ss");
+            assert!(
+                (estimate / kernel - 1.0).abs() < 0.10,
+                "{field}: {estimate} vs {kernel}"
+            );
+            compared += 1;
+        }
     }
+    assert_eq!(compared, 2, "{}", summary["ss"]);
     let flows = report["flows"].as_array().unwrap();
     let limited = flows.iter().map(|f| f["limits"]["rwnd"].as_f64().unwrap());
     assert!(limited.fold(0.0, f64::max) >= 0.2, "{flows:?}");
     for f in flows {
         assert_eq!(f["advice"], serde_json::json!([]), "{}", f["src"]);
     }
+}
+
+/// `lab ARGS --json`, which must succeed: its alert lines, its summary and
+/// what it wrote to stderr.
+fn lab_json(args: &[&str]) -> (Vec<serde_json::Value>, serde_json::Value, String) {
+    let out = bin().arg("lab").args(args).arg("--json").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let mut lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every stdout line is one JSON object"))
+        .collect();
+    let summary = lines.pop().expect("a summary line");
+    (lines, summary, stderr)
 }
 
 /// A SIGTERM to the tool alone (a supervisor's `kill PID`, not a terminal's
