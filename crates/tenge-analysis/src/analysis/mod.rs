@@ -153,7 +153,7 @@ impl Analysis {
             pauses::Turn::Traced => {}
             pauses::Turn::Began => {
                 self.paths.pause();
-                self.window.pause();
+                self.window.pause(ev.hdr.ts_ns);
                 return Alerts::none();
             }
             pauses::Turn::Skipped => return Alerts::none(),

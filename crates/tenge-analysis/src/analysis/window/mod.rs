@@ -256,12 +256,15 @@ impl Flow {
         self.cookie == 0
     }
 
-    /// Nothing is traced for a while (a pause of sampling by time): a stall
-    /// open ends unseen at the last event, as at the end of a trace, and
-    /// the gap is charged to no limit.
-    fn pause(&mut self) {
+    /// Nothing is traced from `ts_ns` for a while (a pause of sampling by
+    /// time): a stall open ends unseen at the last event, as at the end of a
+    /// trace, the windows held end at `ts_ns` (the untraced time weighs in no
+    /// mean and makes no window held longer), and the gap is charged to no limit.
+    fn pause(&mut self, ts_ns: u64) {
         self.send_stalls.finish(self.last_ns);
         self.recv_stalls.finish(self.last_ns);
+        self.rx.pause(ts_ns);
+        self.tx.pause(ts_ns);
         self.limits.forget_gap();
     }
 
@@ -936,7 +939,7 @@ impl WindowAnalyzer {
         match self.pauses.turn(ev) {
             pauses::Turn::Traced => self.push_at(ev, None),
             pauses::Turn::Began => {
-                self.pause();
+                self.pause(ev.hdr.ts_ns);
                 Alerts::none()
             }
             pauses::Turn::Skipped => Alerts::none(),
@@ -965,11 +968,11 @@ impl WindowAnalyzer {
         Alerts::none()
     }
 
-    /// Nothing is traced for a while: see [`Flow::pause`].
+    /// Nothing is traced from `ts_ns` for a while: see [`Flow::pause`].
     #[cold]
-    pub(crate) fn pause(&mut self) {
+    pub(crate) fn pause(&mut self, ts_ns: u64) {
         for flow in self.flows.iter_mut().filter(|f| !f.is_vacant()) {
-            flow.pause();
+            flow.pause(ts_ns);
         }
     }
 

@@ -456,6 +456,15 @@ impl ReceiverSide {
         })
     }
 
+    /// A pause of sampling by time begins at `ts_ns`: the window held ends
+    /// there, and the untraced time weighs in no mean.
+    pub fn pause(&mut self, ts_ns: u64) {
+        self.means.pause(ts_ns);
+        if let Some((w, since)) = self.held.take() {
+            self.longest_held = longer(self.longest_held, Some(w.held_until(since, ts_ns)));
+        }
+    }
+
     /// The counts so far (the means are left at 0: they need `report`).
     pub fn counts(&self) -> &ReceiveWindow {
         &self.report

@@ -142,6 +142,12 @@ impl SenderSide {
         Some(view)
     }
 
+    /// A pause of sampling by time begins at `ts_ns`: the untraced time
+    /// weighs in no mean.
+    pub fn pause(&mut self, ts_ns: u64) {
+        self.means.pause(ts_ns);
+    }
+
     pub fn report(&mut self, last_ns: u64) -> Option<SendWindow> {
         self.means.pause(last_ns);
         let [window, usable, whole] = self.means.means()?;

@@ -275,6 +275,32 @@ fn a_pause_cuts_a_stall_and_is_charged_to_no_limit() {
     assert_eq!(flow.limits.busy_ns + flow.limits.idle_ns, 60 * MS);
 }
 
+/// Sampled by time: a window is held until the pause, not over it. Held
+/// over the 990 ms untraced, 26844 B would be the window held longest and
+/// weigh 50 times the next one in the means.
+#[test]
+fn a_pause_holds_no_window() {
+    use crate::abi::tt_pause_edge::{TT_PAUSE_BEGIN, TT_PAUSE_END};
+    let r = &RECEIVER;
+    let events = [
+        r.adv(0, paper_adv(65072, 1000, 26844)),
+        pause_edge(10 * MS, TT_PAUSE_BEGIN),
+        pause_edge(1000 * MS, TT_PAUSE_END),
+        r.adv(1000 * MS, paper_adv(74020, 2000, 17896)),
+        r.adv(1020 * MS, paper_adv(74020, 2000, 17896)),
+    ];
+    let (_, report) = run(WindowConfig::default(), &events);
+    let receive = &report.flows[0].window.receive;
+    let longest = receive.longest_held.unwrap();
+    assert_eq!((longest.advertised, longest.held_ns), (17896, 20 * MS));
+    let mean = (26844.0 * 10.0 + 17896.0 * 20.0) / 30.0;
+    assert!(
+        (receive.mean_advertised - mean).abs() < 1e-6,
+        "{}",
+        receive.mean_advertised
+    );
+}
+
 #[test]
 fn receiver_only_stall_counts_incoming_probes() {
     let r = &RECEIVER;
