@@ -86,17 +86,8 @@ impl Sliced {
                     .attach(ebpf)
                     .context("attaching the probes for a slice")?;
                 let edge = self.slices.attached(slice, coming, now_ns());
-                let PauseEdge::End { at_ns, .. } = edge else {
-                    unreachable!("attaching ends a pause")
-                };
-                let until_ns = self.slices.window_end_ns();
-                at_moment(
-                    ebpf,
-                    Moment::Back {
-                        from_ns: at_ns,
-                        until_ns,
-                    },
-                )?;
+                let (from_ns, until_ns) = self.slices.window_ns();
+                at_moment(ebpf, Moment::Back { from_ns, until_ns })?;
                 Ok(Some(edge))
             }
         }
@@ -291,9 +282,11 @@ impl Slices {
         }
     }
 
-    /// Attached: the end of the window they are attached for (CLOCK_MONOTONIC ns).
-    pub fn window_end_ns(&self) -> u64 {
-        self.slice_start_ns(self.attached_until.unwrap_or(0))
+    /// Attached: the window traced, from the last pause's end to the end of
+    /// the slices they are attached for (CLOCK_MONOTONIC ns).
+    pub fn window_ns(&self) -> (u64, u64) {
+        let until = self.attached_until.unwrap_or(0);
+        (self.resumed_ns, self.slice_start_ns(until))
     }
 
     /// The end of the pause running as the recording ends at `now_ns`, if one is.
