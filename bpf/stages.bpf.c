@@ -48,11 +48,11 @@ SKB_STAMP_MAP(rx_stamps);
  * Sampling by time: the window the programs count in (bpf_ktime_get_ns),
  * set by user space once they are all attached, from the traced slice's
  * start to its end, and closed from before the first of them leaves until
- * all are back. So every hook counts over the same time, the
- * one user space scales by, and not while the programs come and go one by
- * one. A stamp from before `since` was left before a pause, and the address
- * it names may be another skb's by now. Leaving: since COUNTING_OFF and
- * until 0, so that a half-written window is one no time is in.
+ * all are back. So every hook counts over the same time, the one user
+ * space scales by, and not while the programs come and go one by one. A
+ * stamp from before `since` was left before a pause, and the address it
+ * names may be another skb's by now. Leaving: since COUNTING_OFF and until
+ * 0, so that a half-written window is one no time is in.
  */
 #define COUNTING_OFF (~0ULL)
 
@@ -71,19 +71,17 @@ struct {
 /* Set when sampling by time: otherwise the verifier drops the gate's load. */
 const volatile __u8 time_sliced = 0;
 
-/* Since when the programs count, or COUNTING_OFF if not now. */
-static __always_inline __u64 counting_from(void)
+/* Since when the programs count, or COUNTING_OFF if not at `now`. */
+static __always_inline __u64 counting_from(__u64 now)
 {
 	struct counting_window *w;
 	__u32 zero = 0;
-	__u64 now;
 
 	if (!time_sliced)
 		return 0;
 	w = bpf_map_lookup_elem(&counting_window, &zero);
 	if (!w)
 		return 0;
-	now = bpf_ktime_get_ns();
 	return now >= w->since && now < w->until ? w->since : COUNTING_OFF;
 }
 
@@ -268,7 +266,8 @@ static __always_inline void first_hop(void *stamps, const struct sk_buff *skb, b
 	__u64 key = addr_of(skb);
 	struct skb_stamp *slot = slot_of(stamps, key);
 
-	if (counting_from() == COUNTING_OFF)
+	/* The stamp is taken past the filters, so read the clock here only when sliced. */
+	if (time_sliced && counting_from(bpf_ktime_get_ns()) == COUNTING_OFF)
 		return;
 	if (!pkt_kept(skb, tx)) {
 		/* A reused address must not carry the stamp of the skb it was. */
@@ -291,7 +290,7 @@ static __always_inline void next_hop(void *stamps, const struct sk_buff *skb, bo
 	struct skb_stamp *slot = slot_of(stamps, key);
 	struct skb_stamp prev;
 	__u32 len = skb->len;
-	__u64 since = counting_from();
+	__u64 since = counting_from(now);
 
 	if (since == COUNTING_OFF)
 		return;
@@ -376,13 +375,13 @@ int BPF_PROG(dev_xmit_btf, struct sk_buff *skb, int rc)
 	__u64 key = addr_of(skb);
 	struct skb_stamp *slot = slot_of(&tx_stamps, key);
 	struct skb_stamp prev;
-	__u64 since = counting_from();
+	__u64 now = bpf_ktime_get_ns(), since = counting_from(now);
 
 	if (since == COUNTING_OFF || !stamp_of(slot, key, TT_HOOK_DEV_START_XMIT, since, &prev))
 		return 0;
 	unstamp(slot, key);
 	count_hook(TT_HOOK_DEV_XMIT, prev.skb_len);
-	record_stage(TT_STAGE_DRIVER, &prev, bpf_ktime_get_ns());
+	record_stage(TT_STAGE_DRIVER, &prev, now);
 	return 0;
 }
 
@@ -419,7 +418,7 @@ int BPF_PROG(tcp_rcv_btf, struct sock *sk, struct sk_buff *skb)
 	struct skb_stamp *slot = slot_of(&rx_stamps, key);
 	struct skb_stamp prev;
 	struct tt_hdr h = {};
-	__u64 since = counting_from();
+	__u64 since = counting_from(now);
 
 	if (since == COUNTING_OFF)
 		return 0;

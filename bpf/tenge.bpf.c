@@ -571,7 +571,7 @@ TRACEPOINT(state, sock, inet_sock_set_state, trace_event_raw_inet_sock_set_state
 static __always_inline void tcp_rcv_fill(struct tt_ev_tcp_rcv *ev, const struct tt_hdr *h,
 					 const struct sock *sk, const struct tcp_sock *tp,
 					 const struct sk_buff *skb, const __u8 th[20], __u32 seq,
-					 __u32 end_seq, __u32 ack, bool btf)
+					 __u32 end_seq, __u32 ack, bool owned, bool btf)
 {
 	struct tt_tcp_rcv *b = &ev->body;
 	__u16 win;
@@ -606,7 +606,7 @@ static __always_inline void tcp_rcv_fill(struct tt_ev_tcp_rcv *ev, const struct 
 	b->jiffies = bpf_jiffies64();
 	/* a 2-bit bitfield before 6.14, a u8 since */
 	b->chrono_type = RD_BITFIELD(btf, tp, chrono_type);
-	b->backlog = owner_context(sk, btf);
+	b->backlog = owned;
 	b->ca_state = RD_BITFIELD(btf, &tp->inet_conn, icsk_ca_state);
 	b->_pad0 = 0;
 }
@@ -631,7 +631,8 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 {
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	const struct tcp_skb_cb *cb = tcp_cb(skb);
-	struct rx_journey *j = owner_context(sk, btf) ? NULL : rx_journey_at_tcp(skb);
+	bool owned = owner_context(sk, btf);
+	struct rx_journey *j = owned ? NULL : rx_journey_at_tcp(skb);
 	struct tt_hdr h = {};
 	__u8 th[20];
 
@@ -660,7 +661,7 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 		goto out;
 	h.skb = (unsigned long)skb;
 	if (j) {
-		tcp_rcv_fill(&j->rec.tcp, &h, sk, tp, skb, th, seq, end_seq, ack, btf);
+		tcp_rcv_fill(&j->rec.tcp, &h, sk, tp, skb, th, seq, end_seq, ack, owned, btf);
 		j->sk = (unsigned long)sk;
 		return 0;
 	}
@@ -668,7 +669,7 @@ static __always_inline int tcp_rcv_body(const struct sock *sk, const struct sk_b
 
 	if (!ev)
 		return 0;
-	tcp_rcv_fill(ev, &h, sk, tp, skb, th, seq, end_seq, ack, btf);
+	tcp_rcv_fill(ev, &h, sk, tp, skb, th, seq, end_seq, ack, owned, btf);
 	SUBMIT(ev);
 	return 0;
 out:
