@@ -1,6 +1,7 @@
 //! Ground truth across a sweep of settings the other tests do not use: MTUs,
 //! window scaling, receive and send buffers, readers, IPv4 and IPv6, 1, 2
-//! and 4 concurrent flows, veth and the receiver's loopback. Each transfer
+//! and 4 concurrent flows, veth and the receiver's loopback, paths with and
+//! without loss (the lab dropping 1 in 100 data segments). Each transfer
 //! is traced and analysed live, and what a user reads is checked against the
 //! kernel's own counters (each sender's `TCP_INFO`, polled every 2 ms) and
 //! the wire:
@@ -114,19 +115,23 @@ fn cases() -> Vec<Case> {
                 let flows = [1, 2, 1, 4][(i / 3) % 4];
                 // One case in eight over the receiver's loopback (MTU 65536).
                 let loopback = i % 8 == 5;
+                // One in four of the others on a lossy path.
+                let drop_every = (i % 4 == 2).then_some(100);
                 let name = format!(
-                    "mtu {mtu} wscale {} rcvbuf {} sndbuf {} {reader_name} {} {flows}x{}",
+                    "mtu {mtu} wscale {} rcvbuf {} sndbuf {} {reader_name} {} {flows}x{}{}",
                     if window_scaling { "on" } else { "off" },
                     rcvbuf.map_or("auto".into(), |b: u32| format!("{}K", b >> 10)),
                     sndbuf.map_or("auto".into(), |b: u32| format!("{}K", b >> 10)),
                     if ipv6 { "v6" } else { "v4" },
                     if loopback { " lo" } else { "" },
+                    drop_every.map_or(String::new(), |n| format!(" loss 1/{n}")),
                 );
                 cases.push(Case {
                     name,
                     flows,
                     cfg: LabConfig {
                         loopback,
+                        drop_every,
                         mtu,
                         window_scaling,
                         rcvbuf,

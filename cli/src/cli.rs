@@ -448,6 +448,11 @@ pub struct LabArgs {
     /// Transfer over IPv6 (fd74:7400::/48) instead of IPv4 (198.18.0.0/15).
     #[arg(long)]
     pub ipv6: bool,
+    /// Drop every N-th TCP segment carrying data at the receiver's interface
+    /// (a tc program on its ingress, per CPU): a lossy path, with its
+    /// retransmits and out-of-order queueing, where the kernel has no netem.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
+    pub drop_every: Option<u32>,
     /// Also keep the recording (as FILE.partial until the transfer is done).
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,

@@ -42,7 +42,8 @@ for kernel in "${kernels[@]}"; do
   echo "== kernel matrix: Debian $kernel =="
   start=$(date +%s)
   if tests/vm/run.sh "$kernel" env TT_VM_PROBES="$TT_VM_PROBES" TT_VM_WINDOW_LAB="$TT_VM_WINDOW_LAB" \
-      TT_VM_CORE_LAB="$TT_VM_CORE_LAB" TT_VM_CLI_STAGES="$TT_VM_CLI_STAGES" tests/vm/in-guest.sh; then
+      TT_VM_CORE_LAB="$TT_VM_CORE_LAB" TT_VM_CLI_STAGES="$TT_VM_CLI_STAGES" \
+      TT_VM_PATHS_LAB="$TT_VM_PATHS_LAB" tests/vm/in-guest.sh; then
     echo "== Debian $kernel: passed in $(( $(date +%s) - start )) s =="
   else
     echo "== Debian $kernel: FAILED after $(( $(date +%s) - start )) s ==" >&2

@@ -16,7 +16,7 @@ use tenge_trace::lab::ss::{self, SsSocket};
 use tenge_trace::lab::traced::run_traced_with;
 use tenge_trace::lab::{Lab, LabConfig, Reader, Scenario, TransferReport};
 use tenge_trace::os::{self, kernel_release};
-use tenge_trace::probe::{Filters, ProbePlan, TracerOptions};
+use tenge_trace::probe::{Filters, LossCounts, ProbePlan, TracerOptions};
 use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
 
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
@@ -116,6 +116,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
     let sockets = sockets
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let loss = lab.loss()?;
     if args.json {
         // Like watch --json: alert lines, then one summary line.
         let out = serde_json::json!({
@@ -124,12 +125,13 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             "config": cfg,
             "transfer": run.transfer,
             "ss": sockets,
+            "loss": loss,
             "probe_plan": run.plan,
             "report": report,
         });
         println!("{out}");
     } else {
-        print_transfer(&run.transfer, &sockets);
+        print_transfer(&run.transfer, &sockets, loss);
         let out = terminal::stdout();
         print!("\n{}", out.text(&render_report(&report, out.width)));
     }
@@ -140,7 +142,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
 /// What the lab is about to run, on stderr.
 fn print_banner(scenario: Option<Scenario>, cfg: &LabConfig, lab: &Lab) {
     let banner = format!(
-        "tenge-trace lab: {} — {} → {} over {}, MTU {}, {} bytes, window scaling {}, rcvbuf {}, {} reader",
+        "tenge-trace lab: {} — {} → {} over {}, MTU {}, {} bytes, window scaling {}, rcvbuf {}, {} reader{}",
         scenario.map_or("custom", |s| s.name()),
         lab.sender_addr(cfg.ipv6),
         lab.receiver_addr(cfg.ipv6),
@@ -153,12 +155,14 @@ fn print_banner(scenario: Option<Scenario>, cfg: &LabConfig, lab: &Lab) {
         if cfg.window_scaling { "on" } else { "off" },
         cfg.rcvbuf.map_or("default".into(), |b| b.to_string()),
         if matches!(cfg.reader, Reader::Fast) { "fast" } else { "slow" },
+        cfg.drop_every
+            .map_or(String::new(), |n| format!(", 1 in {n} data segments dropped")),
     );
     eprintln!("{}", terminal::stderr().text(&banner));
 }
 
-/// The transfer, and the kernel's own view of its sockets (ss -ti).
-fn print_transfer(t: &TransferReport, sockets: &[SsSocket]) {
+/// The transfer, what the lab dropped, and the kernel's own view of its sockets (ss -ti).
+fn print_transfer(t: &TransferReport, sockets: &[SsSocket], loss: Option<LossCounts>) {
     println!(
         "\nTRANSFER  {} in {:.3} s = {}{}",
         bytes(t.bytes),
@@ -166,12 +170,18 @@ fn print_transfer(t: &TransferReport, sockets: &[SsSocket]) {
         bps(t.throughput_bps),
         if t.completed { "" } else { " (interrupted)" }
     );
+    if let Some(loss) = loss {
+        println!(
+            "LOSS      {} of {} data skbs dropped at the receiver's interface ({} segments)",
+            loss.dropped_skbs, loss.data_skbs, loss.dropped_segments
+        );
+    }
     println!("KERNEL (ss -ti while the sockets were open)");
     let o = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
     let ms = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{v} ms"));
     for s in sockets {
         println!(
-            "  {} -> {}  mss {} rcvmss {} advmss {} cwnd {} snd_wnd {} rcv_wnd {} busy {} rwnd_limited {} sndbuf_limited {}",
+            "  {} -> {}  mss {} rcvmss {} advmss {} cwnd {} snd_wnd {} rcv_wnd {} retrans {} busy {} rwnd_limited {} sndbuf_limited {}",
             s.local.map_or("?".into(), |a| a.to_string()),
             s.peer.map_or("?".into(), |a| a.to_string()),
             o(s.mss),
@@ -180,6 +190,7 @@ fn print_transfer(t: &TransferReport, sockets: &[SsSocket]) {
             o(s.cwnd),
             o(s.snd_wnd),
             o(s.rcv_wnd),
+            o(s.retrans_total),
             ms(s.busy_ms),
             ms(s.rwnd_limited_ms),
             ms(s.sndbuf_limited_ms)
@@ -238,6 +249,9 @@ fn config(scenario: Option<Scenario>, args: &LabArgs) -> LabConfig {
     }
     if let Some(bytes) = args.bytes {
         cfg.bytes = bytes;
+    }
+    if let Some(every) = args.drop_every {
+        cfg.drop_every = Some(every);
     }
     cfg.ipv6 |= args.ipv6;
     cfg

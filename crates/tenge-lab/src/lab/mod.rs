@@ -44,6 +44,7 @@ pub use netns::{cleanup_all_created, Netns};
 pub use scenario::Scenario;
 pub use transfer::{tcp_info, TcpInfoPoll, TcpInfoSnapshot, TransferEnds, TransferReport};
 
+use crate::probe::{Loss, LossCounts};
 use anyhow::{Context, Result};
 use netns::run;
 use serde::{Deserialize, Serialize};
@@ -126,6 +127,13 @@ pub struct LabConfig {
     /// `None` keeps the device's setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gro: Option<bool>,
+    /// Every N-th TCP segment carrying data that reaches the receiver's
+    /// interface is dropped there, by a tc program on its ingress: a lossy
+    /// path (retransmits, SACK recovery, out-of-order queueing) where the
+    /// kernel has no netem. Each CPU drops every N-th of the segments it
+    /// receives. Not with `loopback`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop_every: Option<u32>,
     /// Root qdisc on the sender's veth as `tc` words: "pfifo" (veth is
     /// noqueue, so otherwise there are no qdisc events) or "tbf rate 1gbit
     /// burst 256kb latency 20ms" (a bottleneck). This kernel has tbf, htb,
@@ -184,6 +192,7 @@ impl Default for LabConfig {
             mtu: 1500,
             gso_max_segs: None,
             gro: None,
+            drop_every: None,
             qdisc: None,
             window_scaling: true,
             timestamps: true,
@@ -212,8 +221,9 @@ impl Default for LabConfig {
 /// namespaces and with them everything inside.
 #[derive(Debug)]
 pub struct Lab {
-    /// Before the namespaces: fields drop in order, and a NIC goes back
-    /// before its namespace goes.
+    /// Before the namespaces: fields drop in order, so the loss program is
+    /// detached and a NIC goes back before its namespace goes.
+    loss: Option<Loss>,
     lent: Vec<link::LentNic>,
     sender: Netns,
     receiver: Netns,
@@ -293,7 +303,15 @@ impl Lab {
                 .args(qdisc.split_whitespace()))
             .with_context(|| format!("qdisc {qdisc}"))?;
         }
+        let loss = match cfg.drop_every {
+            Some(every) => {
+                let iface = receiver_iface.clone();
+                Some(receiver.run(move || Loss::attach(&iface, every))?)
+            }
+            None => None,
+        };
         let lab = Lab {
+            loss,
             lent,
             sender,
             receiver,
@@ -411,6 +429,11 @@ impl Lab {
             "tcp",
             path,
         )
+    }
+
+    /// What [`LabConfig::drop_every`]'s program saw and dropped; `None` without it.
+    pub fn loss(&self) -> Result<Option<LossCounts>> {
+        self.loss.as_ref().map(Loss::counts).transpose()
     }
 
     pub fn mtu(&self) -> u32 {

@@ -10,6 +10,7 @@
 mod check;
 mod direct_map;
 mod hits;
+mod loss;
 mod plan;
 #[cfg(feature = "bench")]
 mod reference;
@@ -23,6 +24,7 @@ mod tracefs;
 pub use check::{check, Capabilities, CheckReport, HookCheck};
 use hits::HitCounter;
 pub use hits::HookHits;
+pub use loss::{Loss, LossCounts};
 pub use plan::{Backend, PlannedProbe, ProbePlan, BACKENDS_VAR, VERIFIER_LOG_VAR};
 #[cfg(feature = "bench")]
 pub use reference::{system_program_stats, ReferencePrograms};
