@@ -55,16 +55,24 @@ pub enum Scenario {
     /// the tbf queue (up to 50 ms) fills, RTT grows to milliseconds, the
     /// sender is cwnd-limited with no rwnd-limited time.
     Bottleneck,
+    /// A lossy path: 1 in 100 data skbs dropped at the receiver's interface
+    /// (`drop_every`; a TSO skb, which veth hands over whole, is many
+    /// segments), cubic, autotuned buffers. SACK recovery retransmits the
+    /// holes, the receiver queues what follows them out of order, and the
+    /// report's `retransmit` and `out_of_order` paths count what the
+    /// kernel's `tcpi_total_retrans` and `tcpi_rcv_ooopack` do.
+    Lossy,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::MssClamp,
         Scenario::MssMismatch,
         Scenario::SwsStall,
         Scenario::Healthy,
         Scenario::RwndLimited,
         Scenario::Bottleneck,
+        Scenario::Lossy,
     ];
 
     /// The CLI name.
@@ -76,6 +84,7 @@ impl Scenario {
             Scenario::Healthy => "healthy",
             Scenario::RwndLimited => "rwnd-limited",
             Scenario::Bottleneck => "bottleneck",
+            Scenario::Lossy => "lossy",
         }
     }
 
@@ -99,6 +108,9 @@ impl Scenario {
             }
             Scenario::Bottleneck => {
                 "tbf 200 Mbit/s on the sender's veth, cubic: the link limits, not the window"
+            }
+            Scenario::Lossy => {
+                "1 in 100 data skbs dropped at the receiver, cubic: retransmits, SACK recovery, out-of-order queueing"
             }
         }
     }
@@ -150,6 +162,13 @@ impl Scenario {
                 qdisc: Some("tbf rate 200mbit burst 64kb latency 50ms".into()),
                 congestion: Some("cubic".into()),
                 bytes: 64 << 20,
+                ..base
+            },
+            Scenario::Lossy => LabConfig {
+                drop_every: Some(100),
+                congestion: Some("cubic".into()),
+                // Fast on veth: enough for a few of the alerts' 200 ms windows.
+                bytes: 1 << 30,
                 ..base
             },
         }
