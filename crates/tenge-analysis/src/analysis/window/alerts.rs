@@ -212,6 +212,19 @@ pub(super) fn bps(bytes: f64, us: f64) -> Option<f64> {
 /// A rate for a message: "1.23 Gb/s", "456.7 Mb/s", "89.0 kb/s" (the report's units).
 pub(super) use crate::export::table::bps as rate;
 
+/// ", and ACHIEVED was VERB" after a window's ceiling (its latest value per
+/// srtt), saying why when the time before did better than the ceiling now.
+pub(super) fn achieved_text(ceiling: Option<f64>, achieved: f64, verb: &str) -> String {
+    let why = match ceiling {
+        Some(c) if achieved > c * 1.05 => {
+            " (more than the window allows now: it was larger, or the round trips shorter, \
+             earlier in that time)"
+        }
+        _ => "",
+    };
+    format!(", and {} {verb}{why}", rate(achieved))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +269,11 @@ mod tests {
         // 26844 B per 100 µs = 26844·8·10^4 = 2.147 Gb/s.
         assert_eq!(rate(bps(26844.0, 100.0).unwrap()), "2.15 Gb/s");
         assert_eq!(rate(8948.0 * 8.0 / 0.45), "159.1 kb/s");
+        assert_eq!(
+            achieved_text(Some(1e9), 1.04e9, "was acknowledged"),
+            ", and 1.04 Gb/s was acknowledged"
+        );
+        assert!(achieved_text(Some(1e9), 1.2e9, "arrived").contains("larger, or the round trips"));
         assert_eq!(bps(1.0, 0.0), None);
     }
 }

@@ -36,7 +36,7 @@ use crate::event::{addr_text, Body, Event};
 use crate::export::table::duration;
 use crate::flow::{place, prefetch_span, FastMap};
 use crate::task::{SocketTasks, Task};
-use alerts::{bps, rate, Episode, RateMarks, Turn};
+use alerts::{achieved_text, bps, rate, Episode, RateMarks, Turn};
 use limits::{estimate_hz, ChronoSample, LimitTracker, SenderState};
 use receiver::ReceiverSide;
 use sender::SenderSide;
@@ -576,10 +576,10 @@ impl Flow {
                 cfg.limit_window_ns / 1_000_000
             ),
             (None, Some(cap), Some(received)) => format!(
-                "; the {} B window caps at {}, and {} arrived",
+                "; the {} B window caps at {}{}",
                 latest.header,
                 rate(cap),
-                rate(received)
+                achieved_text(Some(cap), received, "arrived")
             ),
             _ => String::new(),
         };
@@ -705,9 +705,9 @@ impl Flow {
                     rate(b)
                 )
             });
-            let achieved = check.acked_bps.map_or(String::new(), |b| {
-                format!(", and {} was acknowledged", rate(b))
-            });
+            let achieved = check
+                .acked_bps
+                .map_or(String::new(), |b| achieved_text(cap, b, "was acknowledged"));
             let message = format!("{of_window} ({source}): {what}{ceiling}{achieved}");
             let figures = AlertFigures {
                 share: Some(share),
