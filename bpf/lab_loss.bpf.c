@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * The lab's loss (LabConfig::drop_every): a tc program on the receiver's
- * ingress that drops every N-th TCP segment carrying data, as a lossy path
+ * ingress that drops every N-th TCP skb carrying data, as a lossy path
  * would, on kernels without netem. Deterministic, and counted, so that a
  * test knows what was lost and can hold the kernel's own counters
  * (retransmits, out-of-order queueing) against what the tracer reports.

@@ -448,9 +448,10 @@ pub struct LabArgs {
     /// Transfer over IPv6 (fd74:7400::/48) instead of IPv4 (198.18.0.0/15).
     #[arg(long)]
     pub ipv6: bool,
-    /// Drop every N-th TCP segment carrying data at the receiver's interface
-    /// (a tc program on its ingress, per CPU): a lossy path, with its
-    /// retransmits and out-of-order queueing, where the kernel has no netem.
+    /// Drop every N-th TCP skb carrying data at the receiver's interface (a
+    /// segment, or a TSO skb that veth hands over whole; a tc program on its
+    /// ingress, per CPU): a lossy path, with its retransmits and out-of-order
+    /// queueing, where the kernel has no netem.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
     pub drop_every: Option<u32>,
     /// Also keep the recording (as FILE.partial until the transfer is done).

@@ -156,7 +156,7 @@ fn print_banner(scenario: Option<Scenario>, cfg: &LabConfig, lab: &Lab) {
         cfg.rcvbuf.map_or("default".into(), |b| b.to_string()),
         if matches!(cfg.reader, Reader::Fast) { "fast" } else { "slow" },
         cfg.drop_every
-            .map_or(String::new(), |n| format!(", 1 in {n} data segments dropped")),
+            .map_or(String::new(), |n| format!(", 1 in {n} data skbs dropped")),
     );
     eprintln!("{}", terminal::stderr().text(&banner));
 }

@@ -127,11 +127,12 @@ pub struct LabConfig {
     /// `None` keeps the device's setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gro: Option<bool>,
-    /// Every N-th TCP segment carrying data that reaches the receiver's
-    /// interface is dropped there, by a tc program on its ingress: a lossy
-    /// path (retransmits, SACK recovery, out-of-order queueing) where the
-    /// kernel has no netem. Each CPU drops every N-th of the segments it
-    /// receives. Not with `loopback`.
+    /// Every N-th TCP skb carrying data (a segment, or a TSO skb that veth
+    /// hands over whole) that reaches the receiver's interface is dropped
+    /// there, by a tc program on its ingress: a lossy path (retransmits,
+    /// SACK recovery, out-of-order queueing) where the kernel has no netem.
+    /// Each CPU drops every N-th of the skbs it receives. Not with
+    /// `loopback` (refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop_every: Option<u32>,
     /// Root qdisc on the sender's veth as `tc` words: "pfifo" (veth is

@@ -195,6 +195,9 @@ impl Lab {
         if cfg.mtu != self.mtu() {
             bail!("lab built with MTU {}, config asks {}", self.mtu(), cfg.mtu);
         }
+        if cfg.loopback && cfg.drop_every.is_some() {
+            bail!("drop_every drops on the link: a transfer over the loopback would lose nothing");
+        }
         self.apply_sysctls(cfg)?;
         let flags = StopFlags {
             user: stop,

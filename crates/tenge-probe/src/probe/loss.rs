@@ -1,5 +1,5 @@
 //! The lab's loss (bpf/lab_loss.bpf.c): a tc program on an interface's
-//! ingress that drops every N-th TCP segment carrying data, for a lossy path
+//! ingress that drops every N-th TCP skb carrying data, for a lossy path
 //! on kernels without netem. It counts what it dropped, so that a test can
 //! hold the kernel's retransmit and out-of-order counters against the
 //! tracer's paths. Detached when dropped (and gone with its namespace).
@@ -29,7 +29,7 @@ pub struct LossCounts {
 }
 
 impl Loss {
-    /// Drops every `drop_every`-th data segment arriving at `iface`, an
+    /// Drops every `drop_every`-th data skb arriving at `iface`, an
     /// interface of the calling thread's network namespace.
     pub fn attach(iface: &str, drop_every: u32) -> anyhow::Result<Loss> {
         let mut ebpf = EbpfLoader::new()
