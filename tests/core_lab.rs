@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use tenge_trace::event::{Body, Event};
 use tenge_trace::lab::capture::read_segments;
-use tenge_trace::lab::traced::{run_traced, TracedRun};
+use tenge_trace::lab::traced::run_traced;
 use tenge_trace::lab::{ss, Lab, LabConfig, Reader};
 use tenge_trace::probe::TracerOptions;
 
@@ -129,7 +129,7 @@ fn windows_match_the_wire_and_mss_matches_ss(ipv6: bool, mss: u32) {
     // Now and then the kernel runs no program for a tracepoint that fires
     // (common::UNSEEN_BY_THE_KERNEL): its counters say how often, and each
     // such hit may take one window out of the recording, and nothing else.
-    let skipped = skipped_runs(&run, "window_adv");
+    let skipped = common::hits_not_run(&run, "window_adv").expect("hits counted");
     eprintln!("{count} windows recorded; the kernel skipped {skipped} runs of window_adv");
     let mut missing = 0;
     for (key, windows) in &recorded {
@@ -275,19 +275,6 @@ fn the_netns_filter_keeps_one_namespace() {
     for kind in ["tcp_rcv", "window_adv", "app_read"] {
         assert!(kinds.contains(kind), "{kind} missing: {kinds:?}");
     }
-}
-
-/// Hits of `kind`'s probe that ran no program, as the run's hit counters
-/// (perf against bpf_stats) saw them.
-fn skipped_runs(run: &TracedRun, kind: &str) -> u64 {
-    let probe = run
-        .plan
-        .attached()
-        .find(|p| p.kind == kind)
-        .expect("probe attached");
-    let hits = run.hook_hits.as_ref().expect("hits counted");
-    let counted = hits.iter().find(|h| h.program == probe.program);
-    counted.expect("the probe's hits").not_run()
 }
 
 /// Whether `part` is `whole` with some elements left out, the rest in order.

@@ -44,8 +44,9 @@ struct BulkRun {
     reader_cookie: u64,
     /// NAPI polls traced: (time, ifindex, work).
     napi_polls: Vec<(u64, u32, i32)>,
-    /// With hits counted: each kind's hits the kernel ran no program for.
-    not_run: Vec<(String, u64)>,
+    /// With hits counted: the hits the kernel ran no program for, of the
+    /// probes whose paths loss changes.
+    not_run: [(&'static str, Option<u64>); 2],
 }
 
 impl BulkRun {
@@ -54,13 +55,10 @@ impl BulkRun {
         self.xmit_ts.len() as u64
     }
 
-    /// Hits of `kind`'s probe that ran no program (0 if not counted).
+    /// Hits of `kind`'s probe that ran no program.
     fn not_run(&self, kind: &str) -> u64 {
-        self.not_run
-            .iter()
-            .filter(|(k, _)| k == kind)
-            .map(|(_, n)| n)
-            .sum()
+        let counted = self.not_run.iter().find(|(k, _)| *k == kind);
+        counted.and_then(|(_, n)| *n).expect("hits counted")
     }
 }
 
@@ -109,15 +107,7 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, count_hits: bool) -> BulkRun {
     let (sender_after, receiver_after) = netns(lab);
     assert!(run.transfer.completed);
     assert_eq!(run.stats.lost_total(), 0, "the ring buffer overflowed");
-    let not_run = run
-        .plan
-        .attached()
-        .flat_map(|probe| {
-            let hits = run.hook_hits.iter().flatten();
-            hits.filter(|h| h.program == probe.program)
-                .map(|h| (probe.kind.clone(), h.not_run()))
-        })
-        .collect();
+    let not_run = ["window_adv", "tcp_rcv"].map(|kind| (kind, common::hits_not_run(&run, kind)));
     BulkRun {
         transfer: run.transfer,
         report: paths.finish(),

@@ -191,3 +191,14 @@ pub fn lab_link() -> tenge_trace::lab::Link {
         link.parse().unwrap_or_else(|e| panic!("TT_LAB_LINK: {e}"))
     })
 }
+
+/// Hits of `kind`'s probe that ran no program, as a run's hit counters
+/// (perf against bpf_stats, `TracerOptions::count_hits`) saw them; `None`
+/// when hits were not counted.
+#[allow(dead_code)]
+pub fn hits_not_run(run: &tenge_trace::lab::traced::TracedRun, kind: &str) -> Option<u64> {
+    let probe = run.plan.attached().find(|p| p.kind == kind)?;
+    let hits = run.hook_hits.as_ref()?;
+    let counted = hits.iter().find(|h| h.program == probe.program);
+    Some(counted.expect("the probe's hits").not_run())
+}
