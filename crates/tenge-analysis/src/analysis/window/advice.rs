@@ -2,6 +2,7 @@
 
 use super::alerts::{bps, rate};
 use super::kernel::SpaceRule;
+use super::sender::SendWindow;
 use crate::export::table::duration;
 use serde::Serialize;
 
@@ -47,11 +48,16 @@ pub enum Advice {
         handshake_ceiling: Option<u64>,
         message: String,
     },
-    /// What the current window allows at the measured RTT: window / srtt.
+    /// What the window allows at the measured RTT: at a sender, each ACK's
+    /// usable window over its srtt, averaged (`window` and `srtt_us` are the
+    /// means), beside the rate acknowledged; at a receiver, its mean
+    /// advertised window over the data's srtt.
     ThroughputCeiling {
         window: u64,
         srtt_us: u32,
         ceiling_bps: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        acked_bps: Option<f64>,
         message: String,
     },
     /// MSS values (and the MTU they need) that fill the free space with little left over.
@@ -124,6 +130,7 @@ pub fn receive_buffer(
     })
 }
 
+/// A receiver's: its mean advertised `window` over the data's srtt.
 pub fn throughput_ceiling(window: u64, srtt_us: u32) -> Option<Advice> {
     let ceiling_bps = bps(window as f64, f64::from(srtt_us))?;
     let message = format!(
@@ -135,6 +142,36 @@ pub fn throughput_ceiling(window: u64, srtt_us: u32) -> Option<Advice> {
         window,
         srtt_us,
         ceiling_bps,
+        acked_bps: None,
+        message,
+    })
+}
+
+/// A sender's, from its ACKs: what the usable window allowed at each one's
+/// srtt, on average, and what was acknowledged in that time.
+pub fn send_ceiling(send: &SendWindow) -> Option<Advice> {
+    let window = send.mean_usable_whole_segments.round() as u64;
+    let srtt_us = send.mean_srtt_us?.round() as u32;
+    let ceiling_bps = send.mean_ceiling_bps.filter(|&c| c > 0.0)?;
+    let acked_bps = send.acked_bps;
+    let beyond = if acked_bps > ceiling_bps * 1.05 {
+        " (more than that: srtt, the kernel's smoothed estimate, ran above the round trips)"
+    } else {
+        ""
+    };
+    let message = format!(
+        "the usable window (the peer's window or cwnd, the smaller, in whole segments) \
+         averaged {window} B at srtt {}: at each ACK's srtt it allowed at most {} on average, \
+         and {} was acknowledged{beyond}",
+        duration(u64::from(srtt_us) * 1000),
+        rate(ceiling_bps),
+        rate(acked_bps),
+    );
+    Some(Advice::ThroughputCeiling {
+        window,
+        srtt_us,
+        ceiling_bps,
+        acked_bps: Some(acked_bps),
         message,
     })
 }

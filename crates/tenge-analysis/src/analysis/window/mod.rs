@@ -176,6 +176,16 @@ impl<const N: usize> TimeWeighted<N> {
     pub fn means(&self) -> Option<[f64; N]> {
         (self.total_ns > 0).then(|| self.sums.map(|s| s as f64 / self.total_ns as f64))
     }
+
+    /// The time the means cover, up to the last `pause`.
+    pub fn held_ns(&self) -> u64 {
+        self.total_ns
+    }
+
+    /// Whether values are held now (set, and not paused since).
+    pub fn holding(&self) -> bool {
+        self.current.is_some()
+    }
 }
 
 /// What a socket needs to know of its traced peer.
@@ -388,6 +398,9 @@ impl Flow {
                 if w.mss_cache > 0 {
                     self.tx.mss_cache = w.mss_cache;
                 }
+                if w.len > 0 {
+                    self.tx.on_data(ts);
+                }
                 let sender_mss = peer.mss_cache;
                 if let Some(c) = self.rx.on_window_adv(ts, w, sender_mss) {
                     if self.peer.is_none() {
@@ -453,6 +466,7 @@ impl Flow {
                 self.check_limits(ts, held_wnd, cfg, peer, out);
             }
             Body::Sendmsg(s) => {
+                self.tx.on_data(ts);
                 self.limits.advance(ts);
                 self.limits.state.merge_sendmsg(s);
             }
@@ -1294,14 +1308,20 @@ impl WindowAnalyzer {
         let limits = flow.limits.report(hz);
 
         let threshold = cfg.threshold_pct / 100.0;
-        let flagged = !flow.alerts.is_empty()
+        // What a receive buffer or an MTU can mend; cwnd or the send
+        // buffer limiting alone are not (its window already holds the data).
+        let receive_flagged = flow
+            .alerts
+            .iter()
+            .any(|a| !matches!(a.kind, AlertKind::CwndLimited | AlertKind::SndbufLimited))
             || !window.sws_stalls.is_empty()
             || window.receive.rounding_loss_fraction >= threshold
             || chain.is_some_and(|c| c.compounded_loss_fraction >= threshold)
             || limits.rwnd >= threshold;
+        let flagged = receive_flagged || !flow.alerts.is_empty();
         let mut advice = Vec::new();
         if flagged && cfg.byte_sample_every <= 1 {
-            if rcv_mss > 0 {
+            if receive_flagged && rcv_mss > 0 {
                 let wanted = ideal_window.unwrap_or(free as u64);
                 let segments = (wanted.div_ceil(u64::from(rcv_mss)) as u32)
                     .max((free as u64 / u64::from(rcv_mss)) as u32 + 1);
@@ -1315,13 +1335,13 @@ impl WindowAnalyzer {
                     segments, rcv_mss, withheld, ratio, wscale,
                 ));
             }
-            let current = window.send.map_or(window.receive.mean_advertised, |s| {
-                s.mean_usable_whole_segments
+            advice.extend(match &window.send {
+                Some(send) => advice::send_ceiling(send),
+                None => advice::throughput_ceiling(window.receive.mean_advertised as u64, srtt_now),
             });
-            advice.extend(advice::throughput_ceiling(current as u64, srtt_now));
             // The kernel rounds to the MSS only unscaled windows; a scaled
             // one is aligned to 1 << wscale, which no MTU changes.
-            if effective_sender_mss > 0 && wscale == 0 {
+            if receive_flagged && effective_sender_mss > 0 && wscale == 0 {
                 // Header overhead of the MTU: IP and TCP headers and the
                 // 12 B of timestamps Linux negotiates by default. Neither
                 // MSS tells: the kernel takes the timestamps out of advmss

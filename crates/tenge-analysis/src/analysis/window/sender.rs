@@ -91,6 +91,15 @@ pub struct SendWindow {
     pub mean_peer_window: f64,
     pub mean_usable: f64,
     pub mean_usable_whole_segments: f64,
+    /// Over the same time: srtt, and what the whole segments of the usable
+    /// window allowed at it (each ACK's window over its srtt, bits/s): a
+    /// mean of the ceiling, not the mean window over one srtt, which the
+    /// rate acknowledged exceeds when windows and round trips vary together.
+    /// None when no ACK came with an RTT known.
+    pub mean_srtt_us: Option<f64>,
+    pub mean_ceiling_bps: Option<f64>,
+    /// The bytes acknowledged over the time the means cover, bits/s.
+    pub acked_bps: f64,
     /// Share of the usable window lost to whole-segment rounding.
     pub segment_rounding_loss_fraction: f64,
     pub bytes_acked: u64,
@@ -107,8 +116,16 @@ pub(super) struct SenderSide {
     pub data_waiting: bool,
     acks: u64,
     bytes_acked: u64,
+    /// Acknowledged at the end of time the means cover (not by an ACK after
+    /// a pause or the first): the rate set beside their ceiling.
+    bytes_acked_held: u64,
     /// peer window, usable, usable in whole segments.
     means: TimeWeighted<3>,
+    /// srtt, and the whole segments over it in bytes/s: while an RTT is known.
+    ceiling: TimeWeighted<2>,
+    /// What the last ACK left holding, when it left nothing waiting: held
+    /// again from the next data sent.
+    resume: Option<([u64; 3], Option<[u64; 2]>)>,
 }
 
 impl SenderSide {
@@ -129,33 +146,67 @@ impl SenderSide {
         }
         self.data_waiting = view.data_waiting;
         self.bytes_acked += u64::from(view.acked);
+        if self.means.holding() {
+            self.bytes_acked_held += u64::from(view.acked);
+        }
         if view.data_waiting || view.acked > 0 {
             self.sent_data = true;
             self.acks += 1;
-            let usable = u64::from(view.window).min(u64::from(r.snd_cwnd) * u64::from(r.mss_cache));
-            let whole = round_down_to(usable, u64::from(r.mss_cache));
-            self.means
-                .set(ts_ns, [u64::from(view.window), usable, whole]);
+        }
+        let usable = u64::from(view.window).min(u64::from(r.snd_cwnd) * u64::from(r.mss_cache));
+        let whole = round_down_to(usable, u64::from(r.mss_cache));
+        let values = [u64::from(view.window), usable, whole];
+        let srtt = u64::from(self.srtt_us);
+        let ceiling = (srtt > 0).then(|| [srtt, whole * 1_000_000 / srtt]);
+        if view.data_waiting {
+            self.resume = None;
+            self.hold(ts_ns, values, ceiling);
         } else {
-            self.means.pause(ts_ns);
+            // Nothing waiting: the busy time ends, as the kernel's chrono
+            // has it, until data is written or leaves again.
+            self.pause(ts_ns);
+            self.resume = Some((values, ceiling));
         }
         Some(view)
+    }
+
+    fn hold(&mut self, ts_ns: u64, values: [u64; 3], ceiling: Option<[u64; 2]>) {
+        self.means.set(ts_ns, values);
+        match ceiling {
+            Some(c) => self.ceiling.set(ts_ns, c),
+            None => self.ceiling.pause(ts_ns),
+        }
+    }
+
+    /// Data is written or leaves (a write, or a segment with data): after
+    /// an ACK that had left nothing waiting, busy time begins again, under
+    /// that ACK's window (the kernel's chrono starts at the write).
+    pub fn on_data(&mut self, ts_ns: u64) {
+        if let Some((values, ceiling)) = self.resume.take() {
+            self.hold(ts_ns, values, ceiling);
+        }
     }
 
     /// A pause of sampling by time begins at `ts_ns`: the untraced time
     /// weighs in no mean.
     pub fn pause(&mut self, ts_ns: u64) {
         self.means.pause(ts_ns);
+        self.ceiling.pause(ts_ns);
     }
 
     pub fn report(&mut self, last_ns: u64) -> Option<SendWindow> {
         self.means.pause(last_ns);
+        self.ceiling.pause(last_ns);
         let [window, usable, whole] = self.means.means()?;
+        let ceiling = self.ceiling.means();
         Some(SendWindow {
             acks: self.acks,
             mean_peer_window: window,
             mean_usable: usable,
             mean_usable_whole_segments: whole,
+            mean_srtt_us: ceiling.map(|[srtt, _]| srtt),
+            mean_ceiling_bps: ceiling.map(|[_, bytes_per_s]| bytes_per_s * 8.0),
+            acked_bps: self.bytes_acked_held as f64 * 8e9 / self.means.held_ns() as f64,
             segment_rounding_loss_fraction: if usable > 0.0 {
                 1.0 - whole / usable
             } else {
@@ -254,5 +305,43 @@ mod tests {
         // Everything acked and nothing unsent: no data waiting.
         let done = tt_tcp_rcv { ack: 20000, ..r };
         assert!(!AckView::of(&done).data_waiting);
+    }
+
+    #[test]
+    fn ceiling_is_each_acks_window_over_its_srtt_averaged() {
+        // 1 ms of 10 × 1000 B at srtt 100 µs (800 Mb/s), then 1 ms of
+        // 20 × 1000 B at srtt 400 µs (400 Mb/s): 600 Mb/s on average, where
+        // the mean window over the mean srtt (15000 B / 250 µs) says 480.
+        let ack = |ack: u32, snd_cwnd: u32, srtt_us: u32| tt_tcp_rcv {
+            tcp_flags: tcp_flags::ACK,
+            ack,
+            snd_una: ack.saturating_sub(1000),
+            snd_nxt: 100_000,
+            write_seq: 100_000,
+            win_raw: 65535,
+            snd_cwnd,
+            mss_cache: 1000,
+            srtt_us,
+            ..Default::default()
+        };
+        let mut s = SenderSide::default();
+        s.on_tcp_rcv(0, &ack(1000, 10, 100));
+        s.on_tcp_rcv(1_000_000, &ack(2000, 20, 400));
+        let rep = s.report(2_000_000).unwrap();
+        assert_eq!(rep.mean_usable_whole_segments, 15000.0);
+        assert_eq!(rep.mean_srtt_us, Some(250.0));
+        assert_eq!(rep.mean_ceiling_bps, Some(600e6));
+        // 1000 B acknowledged in the 2 ms (the first ACK's were sent before).
+        assert_eq!(rep.acked_bps, 4e6);
+        let Some(super::super::Advice::ThroughputCeiling { message, .. }) =
+            super::super::advice::send_ceiling(&rep)
+        else {
+            panic!()
+        };
+        assert!(
+            message
+                .contains("allowed at most 600.0 Mb/s on average, and 4.0 Mb/s was acknowledged"),
+            "{message}"
+        );
     }
 }

@@ -756,3 +756,52 @@ fn time_weighted_sums_repeated_values_as_separate_sets() {
         ])
     );
 }
+
+/// Advice for a sender the congestion window limits, whose receiver offers
+/// whole segments (free 4 × 8948 B, advertised whole): what its window
+/// allowed, and no receive buffer, whose window already held more.
+#[test]
+fn cwnd_limited_alone_gets_no_receive_buffer_advice() {
+    let (s, r) = (&SENDER, &RECEIVER);
+    let free = 4 * 8948;
+    // cwnd 2, both in flight and acknowledged every srtt (100 ms), more
+    // written: cwnd holds the data back at the rate it allows.
+    let at = |ms: u32| {
+        let una = ms / 100 * 2 * 8948;
+        let flight = una + 2 * 8948;
+        tt_tcp_rcv {
+            snd_cwnd: 2,
+            packets_out: 2,
+            srtt_us: 100_000,
+            ..ack(una, flight, flight, 1_000_000, free as u16)
+        }
+    };
+    let receiver = |ms: u32| paper_adv(131072 - 2 * free, 1000 + ms * 1000, free);
+    let events = [
+        s.rcv(0, at(0)),
+        r.adv(0, receiver(0)),
+        r.adv(100 * MS, receiver(100)),
+        s.rcv(100 * MS, at(100)),
+        s.rcv(200 * MS, at(200)),
+    ];
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    assert_eq!(kinds(&alerts), [(100, "cwnd_limited")]);
+    let sf = &report.flows[0];
+    assert_eq!(sf.window.chain.unwrap().usable, u64::from(free));
+    let kinds: Vec<_> = sf
+        .advice
+        .iter()
+        .map(|a| serde_json::to_value(a).unwrap()["kind"].clone())
+        .collect();
+    assert_eq!(kinds, ["throughput_ceiling"], "{:?}", sf.advice);
+    // 2 × 8948 B a round trip of 100 ms, as acknowledged.
+    let Advice::ThroughputCeiling {
+        ceiling_bps,
+        acked_bps,
+        ..
+    } = sf.advice[0]
+    else {
+        panic!()
+    };
+    assert_eq!((ceiling_bps, acked_bps), (1_431_680.0, Some(1_431_680.0)));
+}
