@@ -170,6 +170,8 @@ struct Run {
     alerts: Vec<Alert>,
     /// Every window each receiving socket sent.
     windows: HashMap<SocketAddr, HashSet<u32>>,
+    /// When each socket's incoming segments (tcp_rcv) came, by cookie.
+    segments_in: HashMap<u64, Vec<u64>>,
     /// Each socket's limit shares in a Prometheus scrape just before the
     /// first end of its connection closed, by cookie.
     scraped: HashMap<String, Option<LimitFractions>>,
@@ -193,6 +195,7 @@ fn traced_with(cfg: &LabConfig, flows: usize, analysis: AnalysisConfig) -> Run {
     let mut analysis = Analysis::new(analysis);
     let mut alerts = Vec::new();
     let mut windows: HashMap<SocketAddr, HashSet<u32>> = HashMap::new();
+    let mut segments_in: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut scraped = HashMap::new();
     let on_record = |record: &[u8]| {
         let ev = Event::decode(record).expect("records decode");
@@ -204,6 +207,12 @@ fn traced_with(cfg: &LabConfig, flows: usize, analysis: AnalysisConfig) -> Run {
         alerts.extend(analysis.push(&ev));
         if let (Body::WindowAdv(w), Some(src)) = (&ev.body, ev.src()) {
             windows.entry(src).or_default().insert(w.window);
+        }
+        if let Body::TcpRcv(_) = ev.body {
+            segments_in
+                .entry(ev.hdr.sock_cookie)
+                .or_default()
+                .push(ev.hdr.ts_ns);
         }
     };
     let stop = AtomicBool::new(false);
@@ -232,6 +241,7 @@ fn traced_with(cfg: &LabConfig, flows: usize, analysis: AnalysisConfig) -> Run {
         report: analysis.finish(Provenance::default()),
         alerts,
         windows,
+        segments_in,
         scraped,
     }
 }
@@ -327,7 +337,17 @@ fn false_alerts(fired: &[&Alert], polls: &[TcpInfoPoll], wrong: &mut Vec<String>
 /// limited has its alert by then. A window closed below one MSS is the
 /// sws_stall alert's: it fires 100 ms into the stall, while the
 /// rwnd_limited check waits for the ACK of the first zero-window probe.
-fn missed_alerts(fired: &[&Alert], polls: &[TcpInfoPoll], sender: u64, wrong: &mut Vec<String>) {
+/// Limits are checked at the sender's incoming segments: a window the
+/// kernel shows limited is missed when one came in the slack after it and
+/// no alert did. None comes while a zero window's probes back off (the
+/// RTO doubling from 200 ms): then the alert waits for the next.
+fn missed_alerts(
+    fired: &[&Alert],
+    polls: &[TcpInfoPoll],
+    sender: u64,
+    segments_in: &[u64],
+    wrong: &mut Vec<String>,
+) {
     let first = polls.first().map_or(0, |p| p.mono_ns);
     for kind in [AlertKind::RwndLimited, AlertKind::SndbufLimited] {
         let covers = |a: AlertKind| {
@@ -339,12 +359,14 @@ fn missed_alerts(fired: &[&Alert], polls: &[TcpInfoPoll], sender: u64, wrong: &m
             .find_map(|end| {
                 let k = KernelWindow::over(polls, end.mono_ns - WINDOW_NS, end.mono_ns)?;
                 let limited = k.busy_us >= WINDOW_NS / 2000 && k.share(kind)? >= MUST_ALERT;
+                let slack = end.mono_ns..=end.mono_ns + ALERT_SLACK_NS;
+                let checked = segments_in.iter().any(|t| slack.contains(t));
                 let alerted = fired.iter().any(|a| {
                     covers(a.kind)
                         && a.sock_cookie == sender
                         && a.ts_ns <= end.mono_ns + ALERT_SLACK_NS
                 });
-                (limited && !alerted).then_some((end.mono_ns, k))
+                (limited && checked && !alerted).then_some((end.mono_ns, k))
             });
         if let Some((at, k)) = missed {
             let late = fired
@@ -447,7 +469,17 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
     let fired: Vec<&Alert> = ours.iter().copied().filter(|a| !a.cleared).collect();
     let mut wrong = Vec::new();
     false_alerts(&fired, &t.sender_polls, &mut wrong);
-    missed_alerts(&fired, &t.sender_polls, sender.sock_cookie, &mut wrong);
+    let segments_in = run
+        .segments_in
+        .get(&sender.sock_cookie)
+        .map_or(&[][..], Vec::as_slice);
+    missed_alerts(
+        &fired,
+        &t.sender_polls,
+        sender.sock_cookie,
+        segments_in,
+        &mut wrong,
+    );
     // Every episode that fired ended with its flow.
     for a in fired.iter().filter(|a| a.kind != AlertKind::SwsStall) {
         let cleared = ours.iter().any(|c| {
