@@ -219,6 +219,22 @@ fn watch_alerts_within_a_second_and_once_per_stall() {
             "{a}"
         );
     }
+    // A stall still running alerts as time finds it 100 ms old, not at the
+    // ACK of the next zero-window probe (an RTO, 200 ms or more, after the
+    // window closed; 216 and 220 ms "so far" before time told): the
+    // collector says how far its records are after each drain (every 50 ms
+    // at most while the ring is quiet, 50 ms behind: HOLD_NS).
+    let running: Vec<u64> = alerts
+        .iter()
+        .filter(|a| a["kind"] == "sws_stall")
+        .filter(|a| a["message"].as_str().unwrap().contains("so far"))
+        .map(|a| a["figures"]["duration_ns"].as_u64().unwrap())
+        .collect();
+    assert!(!running.is_empty(), "no stall alerted while it ran");
+    assert!(
+        running.iter().all(|&d| d < 190_000_000),
+        "stalls alerted {running:?} ns in"
+    );
     // The summary's episodes are the same ones.
     let episodes: usize = summary["report"]["flows"]
         .as_array()

@@ -198,7 +198,8 @@ fn print_transfer(t: &TransferReport, sockets: &[SsSocket], loss: Option<LossCou
     }
 }
 
-/// Each record analysed (its alerts printed) and written to the `-o` file, if any.
+/// Each record analysed (its alerts printed, and those time brings) and
+/// written to the `-o` file, if any.
 struct LabSink<'a> {
     writer: &'a RefCell<Option<TraceWriter>>,
     analysis: &'a mut Analysis,
@@ -221,6 +222,13 @@ impl Sink for LabSink<'_> {
     fn flush(&mut self) -> anyhow::Result<()> {
         if let Some(writer) = self.writer.borrow_mut().as_mut() {
             writer.flush()?;
+        }
+        Ok(())
+    }
+
+    fn caught_up(&mut self, until_ns: u64) -> anyhow::Result<()> {
+        for alert in self.analysis.tick(until_ns) {
+            self.printer.print(&alert);
         }
         Ok(())
     }

@@ -12,11 +12,12 @@ use crate::cli::WatchArgs;
 use anyhow::Context;
 use std::cell::RefCell;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tenge_trace::analysis::paths::PathConfig;
+use tenge_trace::analysis::window::Alerts;
 use tenge_trace::analysis::{Analysis, Provenance};
-use tenge_trace::collector::{Callbacks, CollectStats, Collector};
+use tenge_trace::collector::{CollectStats, Collector, Sink};
 use tenge_trace::event::Event;
 use tenge_trace::export::metrics_server::{Access, MetricsServer};
 use tenge_trace::export::prometheus::Snapshot;
@@ -68,21 +69,12 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     if !args.json {
         eprintln!("tenge-trace: watching; Ctrl-C for the summary");
     }
-    // Every record is decoded into this one event (as replays do).
-    let mut ev = Event::zeroed();
-    let mut sink = Callbacks(
-        |record: &[u8]| {
-            if Event::decode_first(record, &mut ev).is_none() {
-                return;
-            }
-            for alert in analysis.borrow_mut().push(&ev) {
-                printer.print(&alert);
-                if args.exit_on_alert && !alert.cleared {
-                    flags.stop.store(true, Ordering::SeqCst);
-                }
-            }
-        },
-        |stats: &CollectStats| {
+    let mut sink = Alerting {
+        analysis: &analysis,
+        printer: &mut printer,
+        ev: Event::zeroed(),
+        stop_on_alert: args.exit_on_alert.then_some(&flags.stop),
+        on_tick: |stats: &CollectStats| {
             // Sockets go while no event comes too (event times are CLOCK_MONOTONIC).
             analysis
                 .borrow_mut()
@@ -102,7 +94,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
                 server.publish(snapshot);
             }
         },
-    );
+    };
     let stats = Collector::new().run(&mut tracer, &flags.stop, deadline, &mut sink)?;
     progress.done();
     drop(tracer);
@@ -131,4 +123,48 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Alerts as they come: from each record, and from time passing (a stall
+/// no event of its socket brought), printed; `stop_on_alert` set by the
+/// first that is not a clearing. `on_tick` every second.
+struct Alerting<'a, T> {
+    analysis: &'a RefCell<Analysis>,
+    printer: &'a mut AlertPrinter,
+    /// Every record is decoded into this one event (as replays do).
+    ev: Event,
+    stop_on_alert: Option<&'a AtomicBool>,
+    on_tick: T,
+}
+
+impl<T: FnMut(&CollectStats)> Alerting<'_, T> {
+    fn print(printer: &mut AlertPrinter, stop_on_alert: Option<&AtomicBool>, alerts: Alerts<'_>) {
+        for alert in alerts {
+            printer.print(&alert);
+            if let (Some(stop), false) = (stop_on_alert, alert.cleared) {
+                stop.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+impl<T: FnMut(&CollectStats)> Sink for Alerting<'_, T> {
+    fn record(&mut self, record: &[u8]) -> anyhow::Result<()> {
+        if Event::decode_first(record, &mut self.ev).is_some() {
+            let mut analysis = self.analysis.borrow_mut();
+            Self::print(self.printer, self.stop_on_alert, analysis.push(&self.ev));
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, stats: &CollectStats) -> anyhow::Result<()> {
+        (self.on_tick)(stats);
+        Ok(())
+    }
+
+    fn caught_up(&mut self, until_ns: u64) -> anyhow::Result<()> {
+        let mut analysis = self.analysis.borrow_mut();
+        Self::print(self.printer, self.stop_on_alert, analysis.tick(until_ns));
+        Ok(())
+    }
 }

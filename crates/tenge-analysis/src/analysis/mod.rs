@@ -170,6 +170,13 @@ impl Analysis {
         self.window.push_at(ev, socket)
     }
 
+    /// Every event stamped before `now_ns` has been pushed (a live
+    /// collector's watermark): the alerts due by then that no event of
+    /// their socket has brought (see [`WindowAnalyzer::tick`]).
+    pub fn tick(&mut self, now_ns: u64) -> Alerts<'_> {
+        self.window.tick(now_ns)
+    }
+
     /// Starts loading what pushing the events ahead will touch, called
     /// with each event pushed ([`for_each_ahead`](crate::trace_file::TraceReader::for_each_ahead)): for the far
     /// one, the flow table's slot; for the near one, whose slot is there by

@@ -51,6 +51,12 @@ pub trait Sink {
     fn flush(&mut self) -> anyhow::Result<()> {
         Ok(())
     }
+    /// Every record stamped before `until_ns` (CLOCK_MONOTONIC, the
+    /// records' clock) has been handed on: time has come that far though
+    /// some sockets sent nothing. After each drain that emptied the ring.
+    fn caught_up(&mut self, _until_ns: u64) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 /// A [`Sink`] of two closures: one for each record, one for each tick.
@@ -202,6 +208,7 @@ fn drain(
     in_order: Option<&mut InOrder>,
 ) -> anyhow::Result<bool> {
     let mut failed = None;
+    let started = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
     let (records, bytes) = match in_order {
         None => {
             let taken = tracer.drain(BATCH, |record| {
@@ -214,7 +221,6 @@ fn drain(
             taken
         }
         Some(in_order) => {
-            let started = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
             tracer.flush_batches()?;
             let taken = tracer.drain(BATCH, |record| in_order.push(record));
             let until = in_order.due_before(started, taken.0 < BATCH);
@@ -229,10 +235,15 @@ fn drain(
     };
     stats.ring_records += records;
     stats.bytes += bytes;
-    match failed {
-        Some(err) => Err(err),
-        None => Ok(records == BATCH),
+    if let Some(err) = failed {
+        return Err(err);
     }
+    // Emptied: every record stamped HOLD_NS before the drain began has
+    // been taken (no CPU holds a journey or batch longer) and handed on.
+    if records < BATCH {
+        sink.caught_up(started.saturating_sub(HOLD_NS))?;
+    }
+    Ok(records == BATCH)
 }
 
 /// How long to wait for records: not past the next edge of a time slice,

@@ -232,6 +232,8 @@ struct Flow {
     socket: u32,
     /// Who writes and reads it, once a sock_task event said (rarely read: boxed).
     tasks: Option<Box<SocketTasks>>,
+    /// In `WindowAnalyzer::stalling`.
+    stalling: bool,
 }
 
 impl Flow {
@@ -254,6 +256,7 @@ impl Flow {
             alerts: Vec::new(),
             socket: NO_FLOW,
             tasks: None,
+            stalling: false,
         }
     }
 
@@ -472,11 +475,29 @@ impl Flow {
             }
             _ => {}
         }
+        self.due_stall_alerts(ts, cfg, peer, out);
+    }
+
+    /// The alerts of the stalls that have lasted long enough by `now_ns`.
+    fn due_stall_alerts(
+        &mut self,
+        now_ns: u64,
+        cfg: &WindowConfig,
+        peer: &PeerView,
+        out: &mut Vec<Alert>,
+    ) {
         for side in [StallSide::Sender, StallSide::Receiver] {
-            if let Some(stall) = self.stalls_mut(side).due_alert(ts, cfg.min_duration_ns) {
+            if let Some(stall) = self.stalls_mut(side).due_alert(now_ns, cfg.min_duration_ns) {
                 self.stall_alert(out, &stall, peer);
             }
         }
+    }
+
+    /// A stall runs whose alert has not fired yet.
+    fn stall_pending(&self) -> bool {
+        [&self.send_stalls, &self.recv_stalls]
+            .iter()
+            .any(|s| s.is_active() && !s.is_alerted())
     }
 
     fn stalls_mut(&mut self, side: StallSide) -> &mut StallDetector {
@@ -919,6 +940,8 @@ pub struct WindowAnalyzer {
     /// The pauses of sampling by time, when pushed alone ([`push`](Self::push)):
     /// events inside them are skipped. [`Analysis`](crate::analysis::Analysis) follows them itself.
     pauses: Pauses,
+    /// Sockets with a stall whose alert has not fired, for [`tick`](Self::tick).
+    stalling: Vec<usize>,
 }
 
 /// A socket's window analysis at its retirement.
@@ -945,6 +968,7 @@ impl WindowAnalyzer {
             free: Vec::new(),
             retired_mismatches: 0,
             pauses: Pauses::default(),
+            stalling: Vec::new(),
         }
     }
 
@@ -1078,6 +1102,34 @@ impl WindowAnalyzer {
         let flow = &mut self.flows[i];
         flow.on_event(ev, &peer, &self.cfg, &mut self.alerts);
         self.views[i] = flow.view();
+        if !flow.stalling && flow.stall_pending() {
+            flow.stalling = true;
+            self.stalling.push(i);
+        }
+    }
+
+    /// Every event stamped before `now_ns` has been pushed: the stalls that
+    /// have lasted long enough by then alert now, not at their socket's next
+    /// event (none comes while a zero window's probes back off, from one
+    /// RTO doubling to two minutes).
+    pub fn tick(&mut self, now_ns: u64) -> Alerts<'_> {
+        self.alerts.clear();
+        let mut k = 0;
+        while k < self.stalling.len() {
+            let i = self.stalling[k];
+            let peer = self.flows[i]
+                .peer
+                .map_or(PeerView::default(), |p| self.views[p]);
+            let flow = &mut self.flows[i];
+            flow.due_stall_alerts(now_ns, &self.cfg, &peer, &mut self.alerts);
+            if flow.stall_pending() {
+                k += 1;
+            } else {
+                flow.stalling = false;
+                self.stalling.swap_remove(k);
+            }
+        }
+        Alerts::take(&mut self.alerts)
     }
 
     /// Every socket's figures so far, in no particular order.

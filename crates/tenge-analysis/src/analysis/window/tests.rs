@@ -231,6 +231,30 @@ fn stall_open_at_the_end_of_the_trace() {
 }
 
 /// A pause's edge (`struct tt_pause`) at `ts_ns`.
+/// A zero window whose probes back off sends no event for seconds: the
+/// stall alerts when time, told by `tick`, finds it 100 ms old, once.
+#[test]
+fn a_stall_alerts_when_time_finds_it_old_enough() {
+    let s = &SENDER;
+    let mut a = WindowAnalyzer::new(WindowConfig::default());
+    let mut alerts: Vec<Alert> = a
+        .push(&s.rcv(10 * MS, ack(10000, 19000, 19000, 100000, 0)))
+        .collect();
+    for now in [60, 109, 115, 300] {
+        alerts.extend(a.tick(now * MS));
+    }
+    alerts.extend(a.push(&s.rcv(1200 * MS, ack(19000, 19000, 19000, 100000, 17896))));
+    alerts.extend(a.tick(1300 * MS));
+    assert_eq!(kinds(&alerts), [(115, "sws_stall")]);
+    assert!(
+        alerts[0].message.contains("for 105.0 ms so far"),
+        "{}",
+        alerts[0].message
+    );
+    let stalls = &a.finish(7).flows[0].window.sws_stalls;
+    assert_eq!((stalls[0].start_ns, stalls[0].end_ns), (10 * MS, 1200 * MS));
+}
+
 fn pause_edge(ts_ns: u64, edge: crate::abi::tt_pause_edge) -> Event {
     let hdr = tt_hdr {
         ts_ns,
