@@ -14,7 +14,8 @@
 //!   Prometheus scrape just before the close shows the report's shares;
 //! - the window chain's advertised value is a window the receiver sent;
 //! - the throughput-ceiling advice's rate acknowledged is the kernel's
-//!   (bytes acked over its busy time).
+//!   (bytes acked over its busy time);
+//! - each end's bytes sent and received are the kernel's.
 //!
 //! Two more tests: the send buffer the kernel's chrono does not clock, and
 //! the receive-buffer advice rerun with the advised SO_RCVBUF.
@@ -67,6 +68,9 @@ const MUST_ALERT: f64 = 0.25;
 const ALERT_SLACK_NS: u64 = 150_000_000;
 /// The report's rwnd and sndbuf shares against the kernel's, whole transfer.
 const SHARE_TOLERANCE: f64 = 0.05;
+/// The sockets' bytes against the kernel's: short only by the segments of
+/// hits the kernel ran no program for.
+const BYTES_TOLERANCE: f64 = 0.005;
 /// The ceiling advice's rate acknowledged against the kernel's bytes acked
 /// over its busy time. The clocks differ: the kernel's runs from a write
 /// that finds the write queue empty, ours from a write or data sent after
@@ -453,6 +457,34 @@ fn ceiling(sender: &FlowWindowReport, info: &TcpInfoSnapshot, wrong: &mut Vec<St
     )
 }
 
+/// Each end's bytes as the table shows them, against the kernel's: the
+/// sender's every segment it transmitted, retransmissions too
+/// (`tcpi_bytes_sent`), the receiver's each byte once (`tcpi_bytes_received`).
+fn bytes(run: &Run, t: &TransferReport, wrong: &mut Vec<String>) {
+    let socket = |addr: SocketAddr| {
+        let addr = addr.to_string();
+        run.report.sockets.iter().find(|s| s.src == addr)
+    };
+    let ends = [
+        (
+            "sent",
+            socket(t.sender_addr).map(|s| s.bytes_sent),
+            t.sender.bytes_sent,
+        ),
+        (
+            "received",
+            socket(t.receiver_addr).map(|s| s.bytes_received),
+            t.receiver.bytes_received,
+        ),
+    ];
+    for (what, ours, kernel) in ends {
+        let apart = ours.map(|b| (b as f64 / kernel.max(1) as f64 - 1.0).abs());
+        if apart.is_none_or(|a| a > BYTES_TOLERANCE) {
+            wrong.push(format!("{what} {ours:?} B, kernel {kernel} B"));
+        }
+    }
+}
+
 /// What one transfer of a run found wrong, and its line for the table.
 fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
     let flow = |local: SocketAddr| -> &FlowWindowReport {
@@ -504,6 +536,7 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
             wrong.push(format!("chain's {} B never advertised", c.advertised));
         }
     }
+    bytes(run, t, &mut wrong);
     let ceiling = ceiling(sender, &t.sender, &mut wrong);
     let mut kinds = String::new();
     for kind in AlertKind::ALL {
