@@ -537,7 +537,7 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
         }
     }
     bytes(run, t, &mut wrong);
-    let ceiling = ceiling(sender, &t.sender, &mut wrong);
+    let ceiling_words = ceiling(sender, &t.sender, &mut wrong);
     let mut kinds = String::new();
     for kind in AlertKind::ALL {
         let n = fired.iter().filter(|a| a.kind == kind).count();
@@ -548,7 +548,7 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
     let info = &t.sender;
     let kernel = |x: u64| x as f64 / info.busy_time_us.max(1) as f64;
     let line = format!(
-        "{:>6.2} Gb/s  kernel rwnd {:.2} sndbuf {:.2}  ours {:.2} {:.2}{ceiling}  alerts:{}",
+        "{:>6.2} Gb/s  kernel rwnd {:.2} sndbuf {:.2}  ours {:.2} {:.2}{ceiling_words}  alerts:{}",
         t.throughput_bps / 1e9,
         kernel(info.rwnd_limited_us),
         kernel(info.sndbuf_limited_us),

@@ -116,15 +116,15 @@ pub(super) struct SenderSide {
     pub data_waiting: bool,
     acks: u64,
     bytes_acked: u64,
-    /// Acknowledged at the end of time the means cover (not by an ACK after
-    /// a pause or the first): the rate set beside their ceiling.
+    /// Acknowledged by ACKs that end time the means cover (not the first,
+    /// nor one after a pause): the rate set beside their ceiling.
     bytes_acked_held: u64,
     /// peer window, usable, usable in whole segments.
     means: TimeWeighted<3>,
     /// srtt, and the whole segments over it in bytes/s: while an RTT is known.
     ceiling: TimeWeighted<2>,
-    /// What the last ACK left holding, when it left nothing waiting: held
-    /// again from the next data sent.
+    /// The values of an ACK that left nothing waiting: held again from the
+    /// next write or data segment (`on_data`).
     resume: Option<([u64; 3], Option<[u64; 2]>)>,
 }
 
