@@ -1,6 +1,6 @@
 //! Advice in numbers: the buffer, the throughput ceiling, the MTU.
 
-use super::alerts::{bps, rate};
+use super::alerts::{bps, rate, BEYOND_CEILING};
 use super::kernel::SpaceRule;
 use super::sender::SendWindow;
 use crate::export::table::duration;
@@ -154,7 +154,7 @@ pub fn send_ceiling(send: &SendWindow) -> Option<Advice> {
     let srtt_us = send.mean_srtt_us?.round() as u32;
     let ceiling_bps = send.mean_ceiling_bps.filter(|&c| c > 0.0)?;
     let acked_bps = send.acked_bps;
-    let beyond = if acked_bps > ceiling_bps * 1.05 {
+    let beyond = if acked_bps > ceiling_bps * BEYOND_CEILING {
         " (more than that: srtt, the kernel's smoothed estimate, ran above the round trips)"
     } else {
         ""

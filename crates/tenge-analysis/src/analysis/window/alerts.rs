@@ -212,11 +212,15 @@ pub(super) fn bps(bytes: f64, us: f64) -> Option<f64> {
 /// A rate for a message: "1.23 Gb/s", "456.7 Mb/s", "89.0 kb/s" (the report's units).
 pub(super) use crate::export::table::bps as rate;
 
+/// How far a rate measured may exceed a window's ceiling before the words
+/// say why (srtt is smoothed; the window and the rate cover different times).
+pub(super) const BEYOND_CEILING: f64 = 1.05;
+
 /// ", and ACHIEVED was VERB" after a window's ceiling (its latest value per
 /// srtt), saying why when the time before did better than the ceiling now.
 pub(super) fn achieved_text(ceiling: Option<f64>, achieved: f64, verb: &str) -> String {
     let why = match ceiling {
-        Some(c) if achieved > c * 1.05 => {
+        Some(c) if achieved > c * BEYOND_CEILING => {
             " (more than the window allows now: it was larger, or the round trips shorter, \
              earlier in that time)"
         }
