@@ -15,13 +15,18 @@
 //! - the window chain's advertised value is a window the receiver sent;
 //! - the throughput-ceiling advice's rate acknowledged is the kernel's
 //!   (bytes acked over its busy time);
-//! - each end's bytes sent and received are the kernel's.
+//! - each end's bytes sent and received are the kernel's;
+//! - the reader's queue (mean unread, share of time above the window) is
+//!   the receiver's rx_queue and `tcpi_rcv_wnd`, the buffer advice never
+//!   asks for a buffer the receiver had, and names the reader, not a
+//!   buffer, where unread data held the window.
 //!
 //! Two more tests: the send buffer the kernel's chrono does not clock, and
 //! the receive-buffer advice rerun with the advised SO_RCVBUF.
 //!
 //! `TT_SWEEP=full` (`make sweep`) runs all 48 scenarios; by default (and in
-//! CI) one in four. Needs root.
+//! CI) one in four; `TT_SWEEP_CASE=TEXT` only those whose name holds TEXT.
+//! Needs root.
 
 mod common;
 
@@ -78,6 +83,18 @@ const BYTES_TOLERANCE: f64 = 0.005;
 /// The full sweep: within 4% but for an app-limited flow over the loopback
 /// (32 KiB send buffer), 11% below.
 const ACKED_RATE_TOLERANCE: f64 = 0.15;
+/// The receiver's mean unread bytes against its rx_queue polled every 2 ms:
+/// this share of the larger, two segments, and two standard errors of the
+/// polls as a sample of the time.
+const READER_TOLERANCE: f64 = 0.2;
+/// The share of time unread data exceeded the window, against the polls'
+/// (beside two standard errors of the polls as a sample of the time).
+const READER_SHARE_TOLERANCE: f64 = 0.1;
+/// Where the polls show unread data above the window this share of the
+/// time, no buffer advice; below the other, no reader advice (the
+/// threshold, 20 %, between them).
+const READER_BOUND: f64 = 0.3;
+const READER_BOUND_NOT: f64 = 0.1;
 
 struct Case {
     name: String,
@@ -157,7 +174,7 @@ fn cases() -> Vec<Case> {
                         } else {
                             48 << 20
                         },
-                        poll_sender_us: Some(2000),
+                        poll_ends_us: Some(2000),
                         ..LabConfig::default()
                     },
                 });
@@ -457,6 +474,130 @@ fn ceiling(sender: &FlowWindowReport, info: &TcpInfoSnapshot, wrong: &mut Vec<St
     )
 }
 
+/// The receiver's queue as its polls show it: the time-weighted mean of its
+/// rx_queue and the share of time it exceeded the window on the wire (each
+/// poll holding until the next), each with two standard errors of the
+/// polls as a sample of the time (a few dozen where four flows keep both
+/// CPUs busy).
+struct PolledQueue {
+    unread: f64,
+    unread_error: f64,
+    over: f64,
+    over_error: f64,
+}
+
+impl PolledQueue {
+    fn of(polls: &[TcpInfoPoll]) -> Option<PolledQueue> {
+        let (mut time, mut unread, mut over) = (0.0, 0.0, 0.0);
+        for pair in polls.windows(2) {
+            let dt = pair[1].mono_ns.saturating_sub(pair[0].mono_ns) as f64;
+            let (queue, info) = (pair[0].rx_queue, &pair[0].info);
+            // The stored window past what the scale carries is clamped on
+            // the wire (`clamped_65535`).
+            let offered = u64::from(info.rcv_wnd).min(65535 << info.rcv_wscale);
+            time += dt;
+            unread += f64::from(queue) * dt;
+            if u64::from(queue) > offered {
+                over += dt;
+            }
+        }
+        if time == 0.0 {
+            return None;
+        }
+        let (unread, over) = (unread / time, over / time);
+        let n = polls.len() as f64;
+        let spread = polls
+            .iter()
+            .map(|p| (f64::from(p.rx_queue) - unread).powi(2))
+            .sum::<f64>()
+            / n;
+        Some(PolledQueue {
+            unread,
+            unread_error: 2.0 * (spread / n).sqrt(),
+            over,
+            // Laplace's rule: a share of 0 or 1 in a few polls is no certainty.
+            over_error: {
+                let p = (over * n + 1.0) / (n + 2.0);
+                2.0 * (p * (1.0 - p) / n).sqrt()
+            },
+        })
+    }
+}
+
+/// The reader's queue as the receiver's window report has it, against its
+/// polls (mean unread, share of time above the window). Advice for a buffer
+/// never asks for one the receiver already had, and none is given where
+/// unread data held the window. Its words for the table.
+fn reader(
+    run: &Run,
+    t: &TransferReport,
+    receiver: &FlowWindowReport,
+    wrong: &mut Vec<String>,
+) -> String {
+    let Some(kernel) = PolledQueue::of(&t.receiver_polls) else {
+        wrong.push("no polls of the receiver".into());
+        return String::new();
+    };
+    let w = &receiver.window.receive;
+    let slack = READER_TOLERANCE * kernel.unread.max(w.mean_unread)
+        + 2.0 * f64::from(t.receiver.rcv_mss)
+        + kernel.unread_error;
+    if (w.mean_unread - kernel.unread).abs() > slack {
+        wrong.push(format!(
+            "mean unread {:.0} B, kernel {:.0} B",
+            w.mean_unread, kernel.unread
+        ));
+    }
+    let over = kernel.over;
+    if (w.unread_over_window_fraction - over).abs() > READER_SHARE_TOLERANCE + kernel.over_error {
+        wrong.push(format!(
+            "unread over the window {:.2} of the time, kernel {over:.2}",
+            w.unread_over_window_fraction
+        ));
+    }
+    let had = t
+        .receiver_polls
+        .iter()
+        .map(|p| p.info.sk_rcvbuf)
+        .chain([t.receiver.sk_rcvbuf])
+        .max()
+        .unwrap_or(0);
+    let sender = run
+        .report
+        .flows
+        .iter()
+        .find(|f| f.src == t.sender_addr.to_string());
+    let advised: Vec<&Advice> = sender
+        .into_iter()
+        .chain([receiver])
+        .flat_map(|f| &f.advice)
+        .collect();
+    let (mut reader_advice, mut buffer_advice) = ("", "");
+    for advice in &advised {
+        match advice {
+            Advice::ReceiveBuffer { sk_rcvbuf, .. } if *sk_rcvbuf <= u64::from(had) => wrong.push(
+                format!("advice asks for sk_rcvbuf {sk_rcvbuf}, the receiver had {had}"),
+            ),
+            Advice::ReceiveBuffer { .. } if over >= READER_BOUND => wrong.push(format!(
+                "buffer advice where unread data exceeded the window {over:.2} of the time"
+            )),
+            Advice::Reader { .. } if over < READER_BOUND_NOT => wrong.push(format!(
+                "reader advice where unread data exceeded the window {over:.2} of the time"
+            )),
+            _ => {}
+        }
+        match advice {
+            Advice::Reader { .. } => reader_advice = " reader",
+            Advice::ReceiveBuffer { .. } => buffer_advice = " buffer",
+            _ => {}
+        }
+    }
+    format!(
+        "  unread {:.0}/{:.0} B over {:.2}/{over:.2}{reader_advice}{buffer_advice}",
+        w.mean_unread, kernel.unread, w.unread_over_window_fraction
+    )
+}
+
 /// Each end's bytes as the table shows them, against the kernel's: the
 /// sender's every segment it transmitted, retransmissions too
 /// (`tcpi_bytes_sent`), the receiver's each byte once (`tcpi_bytes_received`).
@@ -538,6 +679,7 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
     }
     bytes(run, t, &mut wrong);
     let ceiling_words = ceiling(sender, &t.sender, &mut wrong);
+    let reader_words = reader(run, t, receiver, &mut wrong);
     let mut kinds = String::new();
     for kind in AlertKind::ALL {
         let n = fired.iter().filter(|a| a.kind == kind).count();
@@ -548,7 +690,7 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
     let info = &t.sender;
     let kernel = |x: u64| x as f64 / info.busy_time_us.max(1) as f64;
     let line = format!(
-        "{:>6.2} Gb/s  kernel rwnd {:.2} sndbuf {:.2}  ours {:.2} {:.2}{ceiling_words}  alerts:{}",
+        "{:>6.2} Gb/s  kernel rwnd {:.2} sndbuf {:.2}  ours {:.2} {:.2}{ceiling_words}{reader_words}  alerts:{}",
         t.throughput_bps / 1e9,
         kernel(info.rwnd_limited_us),
         kernel(info.sndbuf_limited_us),
@@ -570,11 +712,13 @@ fn findings_agree_with_the_kernel_across_the_sweep() {
     }
     let _serial = serial();
     let full = std::env::var("TT_SWEEP").is_ok_and(|v| v == "full");
+    let only = std::env::var("TT_SWEEP_CASE").ok();
     let cases: Vec<Case> = cases()
         .into_iter()
         .enumerate()
         .filter(|(i, _)| full || i % 4 == (i / 12) % 4)
         .map(|(_, c)| c)
+        .filter(|c| only.as_ref().is_none_or(|k| c.name.contains(k.as_str())))
         .collect();
     let mut failures = Vec::new();
     for case in &cases {

@@ -318,6 +318,7 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
     for advice in &flow.advice {
         let message = match advice {
             Advice::ReceiveBuffer { message, .. }
+            | Advice::Reader { message, .. }
             | Advice::ThroughputCeiling { message, .. }
             | Advice::Mtu { message, .. } => message,
         };

@@ -180,10 +180,11 @@ pub struct LabConfig {
     /// 65536) instead of the veth pair.
     #[serde(default)]
     pub loopback: bool,
-    /// Read the sender's `TCP_INFO` this often (µs) while the transfer runs
-    /// ([`TransferReport::sender_polls`]): the kernel's chrono over time.
+    /// Read both ends' `TCP_INFO` this often (µs) while the transfer runs
+    /// ([`TransferReport::sender_polls`], [`TransferReport::receiver_polls`]):
+    /// the kernel's chrono and the reader's queue over time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poll_sender_us: Option<u64>,
+    pub poll_ends_us: Option<u64>,
 }
 
 impl Default for LabConfig {
@@ -212,7 +213,7 @@ impl Default for LabConfig {
             port: 0,
             ipv6: false,
             loopback: false,
-            poll_sender_us: None,
+            poll_ends_us: None,
         }
     }
 }

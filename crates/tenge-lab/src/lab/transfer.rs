@@ -91,11 +91,17 @@ pub struct TcpInfoSnapshot {
     pub sk_sndbuf: u32,
 }
 
-/// The sender's `TCP_INFO` at one time of the events' clock (CLOCK_MONOTONIC).
+/// One end's `TCP_INFO` at one time of the events' clock (CLOCK_MONOTONIC).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TcpInfoPoll {
     pub mono_ns: u64,
     pub info: TcpInfoSnapshot,
+    /// Bytes received and not yet read (`rcv_nxt − copied_seq`) as
+    /// /proc/net/tcp shows them, read without the socket lock. `SIOCINQ`
+    /// takes it, and so lands just after a reader released it, the backlog
+    /// it processed still unread: a third more than this on fast readers.
+    #[serde(default)]
+    pub rx_queue: u32,
 }
 
 /// The outcome of [`Lab::run_transfer`].
@@ -113,10 +119,13 @@ pub struct TransferReport {
     pub receiver_addr: SocketAddr,
     pub sender: TcpInfoSnapshot,
     pub receiver: TcpInfoSnapshot,
-    /// With [`LabConfig::poll_sender_us`]: the sender's `TCP_INFO` from
+    /// With [`LabConfig::poll_ends_us`]: the sender's `TCP_INFO` from
     /// connect to the last byte, in time order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sender_polls: Vec<TcpInfoPoll>,
+    /// The same of the receiver, from accept to the last byte.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub receiver_polls: Vec<TcpInfoPoll>,
 }
 
 /// The two threads stop when the user asks or when the other one failed.
@@ -208,15 +217,24 @@ impl Lab {
         let flags = &flags;
         let polling = AtomicBool::new(true);
         let (sender_tx, sender_rx) = std::sync::mpsc::channel::<TcpStream>();
-        let poll_every = cfg.poll_sender_us.map(Duration::from_micros);
-        let (received, sent, sender_polls) = std::thread::scope(|s| {
-            let poller = s.spawn(|| poll_tcp_info(sender_rx, poll_every, &polling));
+        let (receiver_tx, receiver_rx) = std::sync::mpsc::channel::<TcpStream>();
+        let poll_every = cfg.poll_ends_us.map(Duration::from_micros);
+        let (received, sent, (sender_polls, receiver_polls)) = std::thread::scope(|s| {
+            // In each end's namespace: its /proc/net/tcp shows the socket.
+            let polling = &polling;
+            let pollers = [
+                (sender_netns, sender_rx),
+                (self.receiver_netns(), receiver_rx),
+            ]
+            .map(|(netns, end)| {
+                netns.spawn_scoped(s, move || Ok(poll_tcp_info(end, poll_every, polling)))
+            });
             let (addr_tx, addr_rx) = std::sync::mpsc::channel();
             let receiver = self.receiver_netns().spawn_scoped(s, move || {
                 run_end(&flags.failed, || {
                     let listener = listen(listen_addr, cfg.rcvbuf)?;
                     let _ = addr_tx.send(listener.local_addr()?);
-                    receive(&listener, cfg, flags)
+                    receive(&listener, cfg, flags, poll_every.map(|_| receiver_tx))
                 })
             });
             let sender = addr_rx.recv().ok().map(|addr| {
@@ -228,7 +246,8 @@ impl Lab {
             let received = join(receiver);
             let sent = sender.map_or_else(|| Err(anyhow!(PeerFailed)), join);
             polling.store(false, Ordering::Relaxed);
-            let polls = poller.join().unwrap_or_else(|panic| resume_unwind(panic));
+            let [sender_polls, receiver_polls] = pollers.map(|p| join(p).unwrap_or_default());
+            let polls = (sender_polls, receiver_polls);
             // Report the root cause, not the end that was told to give up.
             match (received, sent) {
                 (Ok(r), Ok(s)) => Ok((r, s, polls)),
@@ -267,6 +286,7 @@ impl Lab {
             sender: sender?,
             receiver: receiver?,
             sender_polls,
+            receiver_polls,
         })
     }
 }
@@ -307,7 +327,13 @@ fn listen(addr: SocketAddr, rcvbuf: Option<u32>) -> Result<TcpListener> {
     Ok(TcpListener::from(fd))
 }
 
-fn receive(listener: &TcpListener, cfg: &LabConfig, flags: &StopFlags) -> Result<Received> {
+/// `polled`: where to hand a clone of the accepted socket for [`poll_tcp_info`].
+fn receive(
+    listener: &TcpListener,
+    cfg: &LabConfig,
+    flags: &StopFlags,
+    polled: Option<std::sync::mpsc::Sender<TcpStream>>,
+) -> Result<Received> {
     listener.set_nonblocking(true)?;
     let stream = loop {
         match listener.accept() {
@@ -322,6 +348,9 @@ fn receive(listener: &TcpListener, cfg: &LabConfig, flags: &StopFlags) -> Result
         }
     };
     stream.set_nonblocking(false)?;
+    if let Some(polled) = polled {
+        let _ = polled.send(stream.try_clone()?);
+    }
     stream.set_read_timeout(Some(STOP_POLL))?;
     let mut reading = Reading {
         stream,
@@ -398,16 +427,46 @@ fn poll_tcp_info(
     let (Some(every), Ok(stream)) = (every, stream.recv()) else {
         return Vec::new();
     };
+    let inode = socket_inode(stream.as_raw_fd());
     let mut polls = Vec::new();
     while polling.load(Ordering::Relaxed) {
         let mono_ns = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
         match tcp_info(&stream) {
-            Ok(info) => polls.push(TcpInfoPoll { mono_ns, info }),
+            Ok(info) => polls.push(TcpInfoPoll {
+                mono_ns,
+                info,
+                rx_queue: inode.and_then(rx_queue).unwrap_or(0),
+            }),
             Err(_) => break,
         }
         std::thread::sleep(every);
     }
     polls
+}
+
+fn socket_inode(fd: RawFd) -> Option<u64> {
+    // SAFETY: an all-zero stat is valid; fstat fills it for an open fd.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open for the caller's lifetime, st a valid stat.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_ino)
+}
+
+/// The rx_queue of the socket `inode` in this thread's namespace's
+/// /proc/net/tcp or tcp6 (`sl local rem st tx_queue:rx_queue .. inode`).
+fn rx_queue(inode: u64) -> Option<u32> {
+    ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"]
+        .iter()
+        .find_map(|path| {
+            let table = std::fs::read_to_string(path).ok()?;
+            table.lines().skip(1).find_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                if fields.get(9)?.parse::<u64>().ok()? != inode {
+                    return None;
+                }
+                let (_, rx) = fields.get(4)?.split_once(':')?;
+                u32::from_str_radix(rx, 16).ok()
+            })
+        })
 }
 
 /// `polled`: where to hand a clone of the connected socket for [`poll_tcp_info`].

@@ -48,6 +48,16 @@ pub enum Advice {
         handshake_ceiling: Option<u64>,
         message: String,
     },
+    /// The application left more unread than the window offered for
+    /// `unread_over_window_fraction` of the time (`mean_unread` bytes on
+    /// average): the window waited on its reads, and a larger buffer than
+    /// `largest_rcvbuf` would postpone the zero windows, not end them.
+    Reader {
+        mean_unread: u64,
+        unread_over_window_fraction: f64,
+        largest_rcvbuf: u32,
+        message: String,
+    },
     /// What the window allows at the measured RTT: at a sender, each ACK's
     /// usable window over its srtt, averaged (`window` and `srtt_us` are the
     /// means), beside the rate acknowledged; at a receiver, its mean
@@ -76,12 +86,16 @@ pub fn receive_buffer(
     withheld: u64,
     space_rule: SpaceRule,
     rcv_wscale: u8,
+    largest_rcvbuf: u32,
 ) -> Option<Advice> {
     let window = u64::from(segments) * u64::from(mss);
     let wanted = window.saturating_add(withheld);
     let sk_rcvbuf = space_rule.space_for_window(wanted)?;
-    // Beyond what an i64 of buffer offers (a damaged recording's numbers): no advice.
-    if (space_rule.win_from_space(sk_rcvbuf as i64) as u64) < wanted {
+    // Beyond what an i64 of buffer offers (a damaged recording's numbers),
+    // or no more than the buffer already had (`largest_rcvbuf`): no advice.
+    if (space_rule.win_from_space(sk_rcvbuf as i64) as u64) < wanted
+        || sk_rcvbuf <= u64::from(largest_rcvbuf)
+    {
         return None;
     }
     let so_rcvbuf = sk_rcvbuf.div_ceil(2);
@@ -128,6 +142,24 @@ pub fn receive_buffer(
         handshake_ceiling,
         message,
     })
+}
+
+/// The reader, not the buffer: see [`Advice::Reader`].
+pub fn reader(mean_unread: f64, unread_over_window_fraction: f64, largest_rcvbuf: u32) -> Advice {
+    let mean_unread = mean_unread.round() as u64;
+    let message = format!(
+        "the application left {mean_unread} B unread on average (received, not yet read) and \
+         more than the window offered {:.0}% of the time: the window waited on its reads, \
+         not on the buffer's size (its largest sk_rcvbuf: {largest_rcvbuf} B); a larger buffer \
+         postpones zero windows, reading sooner or in larger reads ends them",
+        unread_over_window_fraction * 100.0
+    );
+    Advice::Reader {
+        mean_unread,
+        unread_over_window_fraction,
+        largest_rcvbuf,
+        message,
+    }
 }
 
 /// A receiver's: its mean advertised `window` over the data's srtt.
@@ -226,7 +258,7 @@ mod tests {
             adv_win_scale,
             message,
             ..
-        }) = receive_buffer(4, 8948, 0, SpaceRule::AdvWinScale(1), 0)
+        }) = receive_buffer(4, 8948, 0, SpaceRule::AdvWinScale(1), 0, 0)
         else {
             panic!()
         };
@@ -247,7 +279,7 @@ mod tests {
             so_rcvbuf,
             needs_window_scaling,
             ..
-        }) = receive_buffer(4, 8948, 0, SpaceRule::Ratio(234), 0)
+        }) = receive_buffer(4, 8948, 0, SpaceRule::Ratio(234), 0, 0)
         else {
             panic!()
         };
@@ -261,12 +293,12 @@ mod tests {
         let Some(Advice::ReceiveBuffer {
             needs_window_scaling,
             ..
-        }) = receive_buffer(8, 8948, 0, SpaceRule::Ratio(234), 0)
+        }) = receive_buffer(8, 8948, 0, SpaceRule::Ratio(234), 0, 0)
         else {
             panic!()
         };
         assert!(needs_window_scaling);
-        assert!(receive_buffer(4, 8948, 0, SpaceRule::Ratio(0), 0).is_none());
+        assert!(receive_buffer(4, 8948, 0, SpaceRule::Ratio(0), 0, 0).is_none());
     }
 
     #[test]
@@ -276,7 +308,7 @@ mod tests {
             handshake_ceiling,
             message,
             ..
-        }) = receive_buffer(200, 1448, 0, SpaceRule::Ratio(234), 2)
+        }) = receive_buffer(200, 1448, 0, SpaceRule::Ratio(234), 2, 0)
         else {
             panic!()
         };
@@ -285,7 +317,7 @@ mod tests {
         // 100 × 1448 = 144800 B fits under it.
         let Some(Advice::ReceiveBuffer {
             handshake_ceiling, ..
-        }) = receive_buffer(100, 1448, 0, SpaceRule::Ratio(234), 2)
+        }) = receive_buffer(100, 1448, 0, SpaceRule::Ratio(234), 2, 0)
         else {
             panic!()
         };

@@ -186,6 +186,11 @@ impl<const N: usize> TimeWeighted<N> {
     pub fn holding(&self) -> bool {
         self.current.is_some()
     }
+
+    /// The values held now, if any.
+    pub fn current(&self) -> Option<[u64; N]> {
+        self.current.map(|held| held.values)
+    }
 }
 
 /// What a socket needs to know of its traced peer.
@@ -894,6 +899,10 @@ struct DataReceiver {
     mean_free_space: f64,
     mean_withheld: f64,
     longest_held: Option<receiver::HeldWindow>,
+    /// The reader's queue (see [`ReceiveWindow`]).
+    mean_unread: f64,
+    unread_over_window_fraction: f64,
+    largest_rcvbuf: u32,
 }
 
 impl DataReceiver {
@@ -906,6 +915,9 @@ impl DataReceiver {
             mean_free_space: r.mean_free_space,
             mean_withheld: r.mean_withheld,
             longest_held: r.longest_held,
+            mean_unread: r.mean_unread,
+            unread_over_window_fraction: r.unread_over_window_fraction,
+            largest_rcvbuf: r.largest_rcvbuf,
         }
     }
 }
@@ -996,6 +1008,21 @@ impl WindowAnalyzer {
         if Self::takes(ev) {
             self.analyze(ev, ev.hdr.sock_cookie, socket);
             return Alerts::take(&mut self.alerts);
+        }
+        // The reader's queue as data arrives and reads return, for a socket
+        // whose windows are traced.
+        let queue = match &ev.body {
+            Body::DataReady(d) => Some((d.rcv_nxt, d.copied_seq, d.sk_rcvbuf)),
+            Body::AppRead(r) => Some((r.rcv_nxt, r.copied_seq, r.sk_rcvbuf)),
+            _ => None,
+        };
+        if let Some((rcv_nxt, copied_seq, sk_rcvbuf)) = queue {
+            if let Some(i) = self.find(ev.hdr.sock_cookie, socket) {
+                self.flows[i]
+                    .rx
+                    .on_queue(ev.hdr.ts_ns, rcv_nxt, copied_seq, sk_rcvbuf);
+            }
+            return Alerts::none();
         }
         if let Body::State(st) = &ev.body {
             if st.newstate == TCP_CLOSE && ev.hdr.sock_cookie != 0 {
@@ -1306,6 +1333,9 @@ impl WindowAnalyzer {
             mean_free_space: free,
             mean_withheld: withheld,
             longest_held: held,
+            mean_unread,
+            unread_over_window_fraction,
+            largest_rcvbuf,
         } = data_rx;
         let receiver_estimate = Some(rcv_mss).filter(|&m| m > 0);
         let mss = MssReport {
@@ -1373,7 +1403,16 @@ impl WindowAnalyzer {
         let flagged = receive_flagged || !flow.alerts.is_empty();
         let mut advice = Vec::new();
         if flagged && cfg.byte_sample_every <= 1 {
-            if receive_flagged && rcv_mss > 0 {
+            // Unread data holding the window down is the reader's doing:
+            // a larger buffer postpones it, only faster reads mend it.
+            let reader_bound = unread_over_window_fraction >= threshold;
+            if receive_flagged && reader_bound {
+                advice.push(advice::reader(
+                    mean_unread,
+                    unread_over_window_fraction,
+                    largest_rcvbuf,
+                ));
+            } else if receive_flagged && rcv_mss > 0 {
                 let wanted = ideal_window.unwrap_or(free as u64);
                 let segments = (wanted.div_ceil(u64::from(rcv_mss)) as u32)
                     .max((free as u64 / u64::from(rcv_mss)) as u32 + 1);
@@ -1384,7 +1423,12 @@ impl WindowAnalyzer {
                 // about twice its payload) the trace does not carry.
                 let withheld = (withheld as u64).max(2 * u64::from(rcv_mss));
                 advice.extend(advice::receive_buffer(
-                    segments, rcv_mss, withheld, ratio, wscale,
+                    segments,
+                    rcv_mss,
+                    withheld,
+                    ratio,
+                    wscale,
+                    largest_rcvbuf,
                 ));
             }
             advice.extend(match &window.send {

@@ -213,6 +213,15 @@ pub struct ReceiveWindow {
     pub compounded_loss_fraction: f64,
     /// The non-zero window held longest (the report's chain starts from it).
     pub longest_held: Option<HeldWindow>,
+    /// Time-weighted mean of the bytes received and not yet read by the
+    /// application (`rcv_nxt − copied_seq` at each window, each
+    /// `sk_data_ready` and each read).
+    pub mean_unread: f64,
+    /// The share of that time in which they were more than the window
+    /// offered: the window waited on the reader, not on the buffer's size.
+    pub unread_over_window_fraction: f64,
+    /// The largest `sk_rcvbuf` seen: what autotuning (or SO_RCVBUF) gave.
+    pub largest_rcvbuf: u32,
 }
 
 /// Per-event loss history for the `mss_clamp` alert: the last `LOSS_EVENTS` windows.
@@ -240,8 +249,9 @@ pub(super) struct ReceiverSide {
     /// window leaves the ring as it is.
     loss_last: (u32, u32),
     loss_repeats: usize,
-    /// free space, advertised, sender-usable, lost, withheld.
-    means: TimeWeighted<5>,
+    /// free space, advertised, sender-usable, lost, withheld; bytes not
+    /// yet read, and 1 while they exceed the window advertised.
+    means: TimeWeighted<7>,
     /// The window being held (since when), and the longest one held before it.
     held: Option<(HeldWindow, u64)>,
     longest_held: Option<HeldWindow>,
@@ -382,8 +392,20 @@ impl ReceiverSide {
                 w.rcv_mss
             }),
         );
-        self.means
-            .set(ts_ns, [free, u64::from(header), usable, lost, withheld]);
+        let unread = w.rcv_nxt.wrapping_sub(w.copied_seq);
+        self.means.set(
+            ts_ns,
+            [
+                free,
+                u64::from(header),
+                usable,
+                lost,
+                withheld,
+                u64::from(unread),
+                u64::from(unread > header),
+            ],
+        );
+        self.report.largest_rcvbuf = self.report.largest_rcvbuf.max(w.sk_rcvbuf);
         self.push_loss(lost, free);
         self.hold(ts_ns, header, free, class);
         Some(Classified {
@@ -394,6 +416,21 @@ impl ReceiverSide {
             lost,
             above_ssthresh,
         })
+    }
+
+    /// Data became readable (`sk_data_ready`) or a read returned
+    /// (`sock_recv_length`): what waits unread, against the window
+    /// advertised last (the ACK often follows only after the read). While
+    /// no window is held (before the first, in a pause), nothing counts.
+    pub fn on_queue(&mut self, ts_ns: u64, rcv_nxt: u32, copied_seq: u32, sk_rcvbuf: u32) {
+        let Some(mut values) = self.means.current() else {
+            return;
+        };
+        let unread = u64::from(rcv_nxt.wrapping_sub(copied_seq));
+        values[5] = unread;
+        values[6] = u64::from(unread > values[1]);
+        self.means.set(ts_ns, values);
+        self.report.largest_rcvbuf = self.report.largest_rcvbuf.max(sk_rcvbuf);
     }
 
     /// A window starts a run unless it is the one held; zero windows end runs.
@@ -475,7 +512,9 @@ impl ReceiverSide {
         let mut r = self.report.clone();
         let current = self.held.map(|(w, since)| w.held_until(since, last_ns));
         r.longest_held = longer(self.longest_held, current);
-        if let Some([free, advertised, usable, lost, withheld]) = self.means.means() {
+        if let Some([free, advertised, usable, lost, withheld, unread, over]) = self.means.means() {
+            r.mean_unread = unread;
+            r.unread_over_window_fraction = over;
             r.mean_free_space = free;
             r.mean_advertised = advertised;
             r.mean_sender_usable = usable;

@@ -1,7 +1,7 @@
 //! The analyzer over hand-built event streams.
 
 use super::*;
-use crate::event::{abi_addr, tcp_flags, tt_hdr, tt_tcp_rcv, tt_window_adv};
+use crate::event::{abi_addr, tcp_flags, tt_app_read, tt_hdr, tt_tcp_rcv, tt_window_adv};
 
 const MS: u64 = 1_000_000;
 
@@ -828,4 +828,77 @@ fn cwnd_limited_alone_gets_no_receive_buffer_advice() {
         panic!()
     };
     assert_eq!((ceiling_bps, acked_bps), (1_431_680.0, Some(1_431_680.0)));
+}
+
+/// The paper's receiver (windows of 3 × 8948 B, 18.6 % lost to rounding,
+/// flagged at 10 %) with 60000 B received and not yet read at each window;
+/// `read_after_ms`: a read 1 ms later takes them all, reporting `sk_rcvbuf`.
+fn reader_run(read_after_ms: Option<u64>, sk_rcvbuf: u32) -> FlowWindowReport {
+    let r = &RECEIVER;
+    let mut events = Vec::new();
+    for ms in [0, 100, 200] {
+        let rcv_nxt = 100_000 + ms as u32 * 1000;
+        events.push(r.adv(
+            ms * MS,
+            tt_window_adv {
+                copied_seq: rcv_nxt - 60_000,
+                ..paper_adv(65072, rcv_nxt, 26844)
+            },
+        ));
+        if let Some(after) = read_after_ms.filter(|_| ms < 200) {
+            let read = tt_app_read {
+                ret: 60_000,
+                copied_seq: rcv_nxt,
+                rcv_nxt,
+                sk_rcvbuf,
+                ..Default::default()
+            };
+            events.push(Event::new(r.hdr((ms + after) * MS), Body::AppRead(read)));
+        }
+    }
+    let cfg = WindowConfig {
+        threshold_pct: 10.0,
+        ..Default::default()
+    };
+    run(cfg, &events).1.flows.remove(0)
+}
+
+fn advice_kinds(flow: &FlowWindowReport) -> Vec<String> {
+    flow.advice
+        .iter()
+        .map(|a| serde_json::to_value(a).unwrap()["kind"].to_string())
+        .collect()
+}
+
+/// Data left unread beyond the window is the reader's doing: the advice
+/// names the reader, not a buffer; read at once, the buffer it needs; a
+/// buffer the socket already had is advised not.
+#[test]
+fn unread_data_beyond_the_window_is_the_readers_advice() {
+    let unread = reader_run(None, 0);
+    let w = &unread.window.receive;
+    assert_eq!(
+        (w.mean_unread, w.unread_over_window_fraction),
+        (60000.0, 1.0)
+    );
+    let kinds = advice_kinds(&unread);
+    assert!(kinds.contains(&"\"reader\"".into()), "{kinds:?}");
+    assert!(!kinds.contains(&"\"receive_buffer\"".into()), "{kinds:?}");
+
+    // 60000 B unread for 1 ms in each 100.
+    let read = reader_run(Some(1), 131072);
+    let w = &read.window.receive;
+    assert_eq!(
+        (w.mean_unread, w.unread_over_window_fraction),
+        (600.0, 0.01)
+    );
+    let kinds = advice_kinds(&read);
+    assert!(kinds.contains(&"\"receive_buffer\"".into()), "{kinds:?}");
+    assert!(!kinds.contains(&"\"reader\"".into()), "{kinds:?}");
+
+    // Autotuning had grown the buffer past what the advice would ask.
+    let grown = reader_run(Some(1), 1 << 20);
+    assert_eq!(grown.window.receive.largest_rcvbuf, 1 << 20);
+    let kinds = advice_kinds(&grown);
+    assert!(!kinds.contains(&"\"receive_buffer\"".into()), "{kinds:?}");
 }
