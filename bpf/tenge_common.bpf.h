@@ -44,6 +44,8 @@
 #define ETH_P_IP	       0x0800
 #define ETH_P_IPV6	       0x86DD
 #define IPPROTO_TCP	       6
+#define IPPROTO_HOPOPTS	       0
+#define IPV6_TLV_JUMBO	       0xc2
 #define SOCK_STREAM	       1
 #define TCP_FLAG_FIN	       0x01
 #define TCP_FLAG_SYN	       0x02
@@ -341,12 +343,14 @@ static __always_inline void read_tcphdr(struct tt_hdr *h, struct tcp_pkt *p, con
 /*
  * Parses IPv4/IPv6 + TCP at kernel address `l3` with one probe read (a
  * second only for IPv4 options). `ip_len` is the L3 length to trust for the
- * payload: the IP header's own when 0. Returns false for anything but TCP.
+ * payload: the IP header's own when 0. IPv6 takes no extension header but
+ * the hop-by-hop one BIG TCP inserts in a GSO/GRO packet past 64 KiB, whose
+ * jumbo option holds the length. Returns false for anything but TCP.
  */
 static __always_inline bool parse_l3(struct tt_hdr *h, struct tcp_pkt *p, const void *l3,
 				     __u32 ip_len)
 {
-	__u8 buf[60];
+	__u8 buf[68];
 	__u32 l3_hdr, l4_hdr;
 
 	if (bpf_probe_read_kernel(buf, sizeof(buf), l3))
@@ -381,18 +385,28 @@ static __always_inline bool parse_l3(struct tt_hdr *h, struct tcp_pkt *p, const 
 		}
 	} else if (version == 6) {
 		__u16 payload_len;
+		__u32 jumbo_len;
+		bool jumbo = buf[6] == IPPROTO_HOPOPTS && buf[40] == IPPROTO_TCP && buf[41] == 0 &&
+			     buf[42] == IPV6_TLV_JUMBO;
 
-		if (buf[6] != IPPROTO_TCP) /* no extension headers */
+		if (buf[6] != IPPROTO_TCP && !jumbo)
 			return false;
-		l3_hdr = 40;
 		__builtin_memcpy(&payload_len, buf + 4, 2);
+		__builtin_memcpy(&jumbo_len, buf + 44, 4);
 		if (!ip_len)
-			ip_len = 40 + bpf_ntohs(payload_len);
+			ip_len = 40 + (jumbo ? bpf_ntohl(jumbo_len) : bpf_ntohs(payload_len));
 		h->family = AF_INET6;
 		__builtin_memcpy(h->saddr, buf + 8, 16);
 		__builtin_memcpy(h->daddr, buf + 24, 16);
-		read_tcphdr(h, p, buf + 40);
-		l4_hdr = (buf[52] >> 4) * 4;
+		if (jumbo) {
+			l3_hdr = 48;
+			read_tcphdr(h, p, buf + 48);
+			l4_hdr = (buf[60] >> 4) * 4;
+		} else {
+			l3_hdr = 40;
+			read_tcphdr(h, p, buf + 40);
+			l4_hdr = (buf[52] >> 4) * 4;
+		}
 	} else {
 		return false;
 	}
