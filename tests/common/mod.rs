@@ -197,8 +197,23 @@ pub fn lab_link() -> tenge_trace::lab::Link {
 /// when hits were not counted.
 #[allow(dead_code)]
 pub fn hits_not_run(run: &tenge_trace::lab::traced::TracedRun, kind: &str) -> Option<u64> {
-    let probe = run.plan.attached().find(|p| p.kind == kind)?;
-    let hits = run.hook_hits.as_ref()?;
+    not_run(&run.plan, run.hook_hits.as_deref()?, kind)
+}
+
+/// The same of a tracer counting hits, once its probes detached.
+#[allow(dead_code)]
+pub fn hits_not_run_of(tracer: &tenge_trace::probe::Tracer, kind: &str) -> u64 {
+    let hits = tracer.hook_hits().expect("hits counted");
+    not_run(tracer.plan(), hits, kind).expect("the probe attached")
+}
+
+#[allow(dead_code)]
+fn not_run(
+    plan: &tenge_trace::probe::ProbePlan,
+    hits: &[tenge_trace::probe::HookHits],
+    kind: &str,
+) -> Option<u64> {
+    let probe = plan.attached().find(|p| p.kind == kind)?;
     let counted = hits.iter().find(|h| h.program == probe.program);
     Some(counted.expect("the probe's hits").not_run())
 }
