@@ -84,6 +84,13 @@ const BYTES_TOLERANCE: f64 = 0.005;
 /// The full sweep: within 4% but for an app-limited flow over the loopback
 /// (32 KiB send buffer), 11% below.
 const ACKED_RATE_TOLERANCE: f64 = 0.15;
+/// Where the kernel's busy time leaves this share of the transfer idle (an
+/// app-limited sender, whose writes come slower than the path takes them)
+/// the clocks part at every start, and by more in an unoptimized build
+/// (`make test`: 20-23% below in 3 of 7 runs of a veth case with a 32 KiB
+/// send buffer, 45% idle): there the rate acknowledged must lie between the
+/// transfer's own rate and the kernel's rate over its busy time.
+const APP_LIMITED_IDLE: f64 = 0.1;
 /// The receiver's mean unread bytes against its rx_queue polled every 2 ms:
 /// this share of the larger, two segments, and two standard errors of the
 /// polls as a sample of the time.
@@ -458,7 +465,8 @@ fn shares(
 /// The sender's throughput-ceiling advice: the rate it sets beside the
 /// ceiling is the kernel's bytes acknowledged over its busy time. Its words
 /// for the table.
-fn ceiling(sender: &FlowWindowReport, info: &TcpInfoSnapshot, wrong: &mut Vec<String>) -> String {
+fn ceiling(sender: &FlowWindowReport, t: &TransferReport, wrong: &mut Vec<String>) -> String {
+    let info = &t.sender;
     let Some((ceiling, ours)) = sender.advice.iter().find_map(|a| match a {
         Advice::ThroughputCeiling {
             ceiling_bps,
@@ -470,11 +478,19 @@ fn ceiling(sender: &FlowWindowReport, info: &TcpInfoSnapshot, wrong: &mut Vec<St
         return String::new();
     };
     let kernel = info.bytes_acked as f64 * 8e6 / info.busy_time_us.max(1) as f64;
-    if (ours / kernel - 1.0).abs() > ACKED_RATE_TOLERANCE {
+    let idle = 1.0 - info.busy_time_us as f64 / t.elapsed.as_micros().max(1) as f64;
+    let agrees = if idle >= APP_LIMITED_IDLE {
+        let below = t.throughput_bps * (1.0 - ACKED_RATE_TOLERANCE);
+        (below..=kernel * (1.0 + ACKED_RATE_TOLERANCE)).contains(&ours)
+    } else {
+        (ours / kernel - 1.0).abs() <= ACKED_RATE_TOLERANCE
+    };
+    if !agrees {
         wrong.push(format!(
-            "ceiling advice: {:.3} Gb/s acknowledged, kernel {:.3} Gb/s",
+            "ceiling advice: {:.3} Gb/s acknowledged, kernel {:.3} Gb/s ({:.0}% idle)",
             ours / 1e9,
-            kernel / 1e9
+            kernel / 1e9,
+            idle * 100.0
         ));
     }
     format!(
@@ -696,7 +712,7 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
         }
     }
     bytes(run, t, &mut wrong);
-    let ceiling_words = ceiling(sender, &t.sender, &mut wrong);
+    let ceiling_words = ceiling(sender, t, &mut wrong);
     let reader_words = reader(run, t, receiver, &mut wrong);
     let mut kinds = String::new();
     for kind in AlertKind::ALL {
