@@ -1,7 +1,8 @@
 //! Ground truth across a sweep of settings the other tests do not use: MTUs,
 //! window scaling, receive and send buffers, readers, IPv4 and IPv6, 1, 2
 //! and 4 concurrent flows, veth and the receiver's loopback, paths with and
-//! without loss (the lab dropping 1 in 100 data segments). Each transfer
+//! without loss (the lab dropping 1 in 100 data segments), with and without
+//! a token-bucket bottleneck on the sender's link. Each transfer
 //! is traced and analysed live, and what a user reads is checked against the
 //! kernel's own counters (each sender's `TCP_INFO`, polled every 2 ms) and
 //! the wire:
@@ -110,6 +111,10 @@ const READER_BOUND_NOT: f64 = 0.1;
 /// showed 1.00 where the events said 0.76.
 const MIN_POLLS: usize = 50;
 
+/// The sweep's bottleneck: slower than a veth pair on 2 vCPUs, fast enough
+/// that a 256 MiB transfer lasts about a second.
+const TBF: &str = "tbf rate 2gbit burst 256kb latency 20ms";
+
 struct Case {
     name: String,
     cfg: LabConfig,
@@ -118,7 +123,7 @@ struct Case {
 }
 
 /// 4 MTUs × window scaling on/off × 6 receive buffers, the send buffer,
-/// reader and address family rotating through their values.
+/// reader, address family, loss and bottleneck rotating through their values.
 fn cases() -> Vec<Case> {
     let readers = [
         ("fast", Reader::Fast),
@@ -161,14 +166,18 @@ fn cases() -> Vec<Case> {
                 let loopback = i % 8 == 5;
                 // One in four of the others on a lossy path.
                 let drop_every = (i % 4 == 2).then_some(100);
+                // One in six of the others through a token bucket on the
+                // sender's veth: a link that holds segments in its queue.
+                let qdisc = (!loopback && (i + i / 6) % 6 == 3).then(|| TBF.to_string());
                 let name = format!(
-                    "mtu {mtu} wscale {} rcvbuf {} sndbuf {} {reader_name} {} {flows}x{}{}",
+                    "mtu {mtu} wscale {} rcvbuf {} sndbuf {} {reader_name} {} {flows}x{}{}{}",
                     if window_scaling { "on" } else { "off" },
                     rcvbuf.map_or("auto".into(), |b: u32| format!("{}K", b >> 10)),
                     sndbuf.map_or("auto".into(), |b: u32| format!("{}K", b >> 10)),
                     if ipv6 { "v6" } else { "v4" },
                     if loopback { " lo" } else { "" },
                     drop_every.map_or(String::new(), |n| format!(" loss 1/{n}")),
+                    if qdisc.is_some() { " tbf" } else { "" },
                 );
                 cases.push(Case {
                     name,
@@ -189,6 +198,7 @@ fn cases() -> Vec<Case> {
                             48 << 20
                         },
                         poll_ends_us: Some(2000),
+                        qdisc,
                         ..LabConfig::default()
                     },
                 });
