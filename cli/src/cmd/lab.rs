@@ -16,7 +16,7 @@ use tenge_trace::lab::ss::{self, SsSocket};
 use tenge_trace::lab::traced::run_traced_with;
 use tenge_trace::lab::{Lab, LabConfig, Reader, Scenario, TransferReport};
 use tenge_trace::os::{self, kernel_release};
-use tenge_trace::probe::{Filters, LossCounts, ProbePlan, TracerOptions};
+use tenge_trace::probe::{Filters, HookHits, LossCounts, ProbePlan, TracerOptions};
 use tenge_trace::trace_file::{TraceMeta, TraceSummary, TraceWriter};
 
 pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
@@ -62,6 +62,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
             ..Filters::default()
         },
         per_hook: args.journeys.per_hook,
+        // The lab shows the kernel's counters beside what it traced: a hit
+        // the kernel ran no program for is named, not left to look like a
+        // byte the trace lost.
+        count_hits: true,
         ..TracerOptions::default()
     };
     let run = match run_traced_with(
@@ -96,7 +100,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         kernel_release: kernel_release(),
         sample_every: args.sample,
         lost: run.stats.lost_by_name(),
-        hits_not_run: None,
+        hits_not_run: run
+            .hook_hits
+            .as_deref()
+            .map(|hits| hits.iter().map(HookHits::not_run).sum()),
         damage: None,
     });
     // The transfer's cgroups are this process's: still there to be named.
@@ -109,6 +116,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         };
         writer.finish(&TraceSummary {
             cgroups,
+            hook_hits: run.hook_hits.clone(),
             ..run.stats.trace_summary(end_reason)
         })?;
         eprintln!("tenge-trace lab: trace written to {}", path.display());

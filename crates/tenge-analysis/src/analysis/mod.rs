@@ -68,8 +68,9 @@ pub struct Report {
     /// Events lost in the kernel (ring buffer full): the analyses below saw none of them.
     pub events_lost: u64,
     pub lost_by_kind: BTreeMap<String, u64>,
-    /// Hook hits the kernel ran no program for (`record --count-hits`), whose
-    /// events are missing too; null when they were not counted.
+    /// Hook hits the kernel ran no program for (`record --count-hits`, and
+    /// `lab` always), whose events are missing too; null when they were not
+    /// counted.
     pub hits_not_run: Option<u64>,
     /// Where a damaged recording stopped being readable: the report covers
     /// the events before it. Absent for a whole recording.
