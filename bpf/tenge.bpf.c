@@ -324,14 +324,19 @@ static __always_inline int sendmsg_body(const struct sock *sk, const struct msgh
 	const struct tcp_sock *tp = tcp_sk_of(sk, btf);
 	struct tt_hdr h = {};
 
-	if (!tp || !sock_flow(&h, sk, btf, btf, true))
+	if (!tp)
 		return 0;
-	note_task(&h, sk, TT_TASK_WRITER);
 	__u32 write_seq = RD(btf, tp, write_seq);
 	__u32 msg_left = RD(btf, msg, msg_iter.count);
 
-	if (!sendmsg_sampled(write_seq, msg_left, size_goal))
+	bool sampled = sendmsg_sampled(write_seq, msg_left, size_goal);
+
+	/* A write sampling drops costs two loads; a task filter learns its flow still. */
+	if (!sampled && !filter_task)
 		return 0;
+	if (!sock_flow(&h, sk, btf, btf, true) || !sampled)
+		return 0;
+	note_task(&h, sk, TT_TASK_WRITER);
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, sendmsg, &h, TT_KIND_SENDMSG);
 	ev->body.write_seq = write_seq;
@@ -702,15 +707,20 @@ static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len
 	const struct sock *sk = RD(btf, skb, sk);
 	struct tt_hdr h = {};
 
-	if (!is_tcp(sk, btf) || !sock_flow(&h, sk, btf, false, true))
+	if (!is_tcp(sk, btf))
 		return 0;
-	note_task(&h, sk, TT_TASK_READER);
 	__u32 seq = RD(btf, cb, seq);
 	__u32 end_seq = RD(btf, cb, end_seq);
 
 	/* The whole skb, even when only part of it is copied now. */
-	if (!sampled_range(seq, end_seq))
+	bool sampled = sampled_range(seq, end_seq);
+
+	/* As at a write (sendmsg_body). */
+	if (!sampled && !filter_task)
 		return 0;
+	if (!sock_flow(&h, sk, btf, false, true) || !sampled)
+		return 0;
+	note_task(&h, sk, TT_TASK_READER);
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, copy_datagram, &h, TT_KIND_COPY_DATAGRAM);
 	ev->body.seq = seq;

@@ -285,8 +285,10 @@ enum tt_task_role {
 /*
  * TT_KIND_SOCK_TASK: the task that writes (or reads) the socket of the
  * header is not the one that did before, or the first one: sent from the
- * sendmsg and copy_datagram hooks, in the task's context, whatever the
- * sampling. The pid and comm are the kernel's, right in any PID namespace.
+ * sendmsg and copy_datagram hooks, in the task's context, at the writes
+ * and reads sampling keeps (sampled by bytes, the task named is the one of
+ * the kept bytes). The pid and comm are the kernel's, right in any PID
+ * namespace.
  * With role TT_TASK_ON_CPU (no socket, header zero but for its time and
  * CPU) it names a process CPU samples caught, before its first sample and
  * again when renamed: comm is then its thread group leader's, the
