@@ -20,7 +20,7 @@
 //! - the reader's queue (its share of time above the window, and where it
 //!   falls behind its mean) is the receiver's rx_queue and `tcpi_rcv_wnd`;
 //!   the buffer advice never asks for a buffer the receiver had, and names
-//!   the reader, not a buffer, where unread data held the window.
+//!   the reader, not a buffer or an MTU, where unread data held the window.
 //!
 //! Three more tests: the send buffer the kernel's chrono does not clock,
 //! the receive-buffer advice rerun with the advised SO_RCVBUF, and IPv6
@@ -636,6 +636,9 @@ fn reader(
             ),
             Advice::ReceiveBuffer { .. } if over >= READER_BOUND => wrong.push(format!(
                 "buffer advice where unread data exceeded the window {over:.2} of the time"
+            )),
+            Advice::Mtu { .. } if over >= READER_BOUND => wrong.push(format!(
+                "MTU advice where unread data exceeded the window {over:.2} of the time"
             )),
             Advice::Reader { .. } if over < READER_BOUND_NOT => wrong.push(format!(
                 "reader advice where unread data exceeded the window {over:.2} of the time"

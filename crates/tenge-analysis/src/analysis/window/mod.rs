@@ -1404,7 +1404,9 @@ impl WindowAnalyzer {
         let mut advice = Vec::new();
         if flagged && cfg.byte_sample_every <= 1 {
             // Unread data holding the window down is the reader's doing:
-            // a larger buffer postpones it, only faster reads mend it.
+            // a larger buffer postpones it, only faster reads mend it; and
+            // an MTU fitted to the free space it leaves would lose more
+            // whenever less is free.
             let reader_bound = unread_over_window_fraction >= threshold;
             if receive_flagged && reader_bound {
                 advice.push(advice::reader(
@@ -1437,7 +1439,7 @@ impl WindowAnalyzer {
             });
             // The kernel rounds to the MSS only unscaled windows; a scaled
             // one is aligned to 1 << wscale, which no MTU changes.
-            if receive_flagged && effective_sender_mss > 0 && wscale == 0 {
+            if receive_flagged && !reader_bound && effective_sender_mss > 0 && wscale == 0 {
                 // Header overhead of the MTU: IP and TCP headers and the
                 // 12 B of timestamps Linux negotiates by default. Neither
                 // MSS tells: the kernel takes the timestamps out of advmss

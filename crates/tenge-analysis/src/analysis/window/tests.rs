@@ -889,6 +889,8 @@ fn unread_data_beyond_the_window_is_the_readers_advice() {
     let kinds = advice_kinds(&unread);
     assert!(kinds.contains(&"reader".into()), "{kinds:?}");
     assert!(!kinds.contains(&"receive_buffer".into()), "{kinds:?}");
+    // Nor an MTU fitted to free space the reader set.
+    assert!(!kinds.contains(&"mtu".into()), "{kinds:?}");
 
     // 60000 B unread for 1 ms in each 100.
     let read = reader_run(Some(1), 131072);
@@ -900,6 +902,7 @@ fn unread_data_beyond_the_window_is_the_readers_advice() {
     let kinds = advice_kinds(&read);
     assert!(kinds.contains(&"receive_buffer".into()), "{kinds:?}");
     assert!(!kinds.contains(&"reader".into()), "{kinds:?}");
+    assert!(kinds.contains(&"mtu".into()), "{kinds:?}");
 
     // Autotuning had grown the buffer past what the advice would ask.
     let grown = reader_run(Some(1), 1 << 20);
