@@ -15,7 +15,8 @@
 //!   Prometheus scrape just before the close shows the report's shares;
 //! - the window chain's advertised value is a window the receiver sent;
 //! - the throughput-ceiling advice's rate acknowledged is the kernel's
-//!   (bytes acked over its busy time);
+//!   (bytes acked over its busy time), and its window over its srtt is the
+//!   ceiling it quotes;
 //! - each end's bytes sent and received are the kernel's;
 //! - the reader's queue (its share of time above the window, and where it
 //!   falls behind its mean) is the receiver's rx_queue and `tcpi_rcv_wnd`;
@@ -486,16 +487,27 @@ fn shares(
 /// for the table.
 fn ceiling(sender: &FlowWindowReport, t: &TransferReport, wrong: &mut Vec<String>) -> String {
     let info = &t.sender;
-    let Some((ceiling, ours)) = sender.advice.iter().find_map(|a| match a {
+    let Some((ceiling, ours, window, srtt_us)) = sender.advice.iter().find_map(|a| match a {
         Advice::ThroughputCeiling {
             ceiling_bps,
             acked_bps: Some(acked),
+            window,
+            srtt_us,
             ..
-        } => Some((*ceiling_bps, *acked)),
+        } => Some((*ceiling_bps, *acked, *window, *srtt_us)),
         _ => None,
     }) else {
         return String::new();
     };
+    // The arithmetic a reader can redo: the window over the srtt quoted.
+    let quoted = window as f64 * 8e6 / f64::from(srtt_us.max(1));
+    if (quoted / ceiling - 1.0).abs() > 0.01 {
+        wrong.push(format!(
+            "ceiling advice: {window} B at srtt {srtt_us} µs is {:.3} Gb/s, not the {:.3} quoted",
+            quoted / 1e9,
+            ceiling / 1e9
+        ));
+    }
     let kernel = info.bytes_acked as f64 * 8e6 / info.busy_time_us.max(1) as f64;
     let idle = 1.0 - info.busy_time_us as f64 / t.elapsed.as_micros().max(1) as f64;
     let agrees = if idle >= APP_LIMITED_IDLE {

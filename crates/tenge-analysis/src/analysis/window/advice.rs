@@ -59,9 +59,11 @@ pub enum Advice {
         message: String,
     },
     /// What the window allows at the measured RTT: at a sender, each ACK's
-    /// usable window over its srtt, averaged (`window` and `srtt_us` are the
-    /// means), beside the rate acknowledged; at a receiver, its mean
-    /// advertised window over the data's srtt.
+    /// usable window over its srtt, averaged (`window` is the mean, and
+    /// `srtt_us` the ACKs' srtt averaged harmonically by window and time, so
+    /// that `window` over `srtt_us` is `ceiling_bps`), beside the rate
+    /// acknowledged; at a receiver, its mean advertised window over the
+    /// data's srtt.
     ThroughputCeiling {
         window: u64,
         srtt_us: u32,
@@ -180,11 +182,15 @@ pub fn throughput_ceiling(window: u64, srtt_us: u32) -> Option<Advice> {
 }
 
 /// A sender's, from its ACKs: what the usable window allowed at each one's
-/// srtt, on average, and what was acknowledged in that time.
+/// srtt, on average, and what was acknowledged in that time. The srtt
+/// quoted is the one at which the mean window gives that ceiling: the ACKs'
+/// srtt averaged harmonically, weighted by their windows and time (the
+/// plain mean may be the kernel's 1 s seed of the first round trips, over
+/// hundreds of times the others).
 pub fn send_ceiling(send: &SendWindow) -> Option<Advice> {
     let window = send.mean_usable_whole_segments.round() as u64;
-    let srtt_us = send.mean_srtt_us?.round() as u32;
     let ceiling_bps = send.mean_ceiling_bps.filter(|&c| c > 0.0)?;
+    let srtt_us = (window as f64 * 8e6 / ceiling_bps).round() as u32;
     let acked_bps = send.acked_bps;
     let beyond = if acked_bps > ceiling_bps * BEYOND_CEILING {
         " (more than that: srtt, the kernel's smoothed estimate, ran above the round trips)"
@@ -193,10 +199,11 @@ pub fn send_ceiling(send: &SendWindow) -> Option<Advice> {
     };
     let message = format!(
         "the usable window (the peer's window or cwnd, the smaller, in whole segments) \
-         averaged {window} B at srtt {}: at each ACK's srtt it allowed at most {} on average, \
-         and {} was acknowledged{beyond}",
-        duration(u64::from(srtt_us) * 1000),
+         averaged {window} B: at each ACK's srtt it allowed at most {} on average (as at \
+         srtt {}, the ACKs' srtt averaged harmonically by window and time), and {} was \
+         acknowledged{beyond}",
         rate(ceiling_bps),
+        duration(u64::from(srtt_us) * 1000),
         rate(acked_bps),
     );
     Some(Advice::ThroughputCeiling {

@@ -338,9 +338,16 @@ mod tests {
         else {
             panic!()
         };
+        // 15000 B over 200 µs: the srtt quoted gives the ceiling quoted.
         assert!(
-            message
-                .contains("allowed at most 600.0 Mb/s on average, and 4.0 Mb/s was acknowledged"),
+            message.contains(
+                "averaged 15000 B: at each ACK's srtt it allowed at most 600.0 Mb/s on average \
+                 (as at srtt 200.0 µs"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("and 4.0 Mb/s was acknowledged"),
             "{message}"
         );
     }
