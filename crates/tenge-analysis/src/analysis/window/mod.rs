@@ -381,6 +381,14 @@ impl Flow {
 
     /// The socket closed: every episode still running ends with it.
     fn close_episodes(&mut self, ts_ns: u64, out: &mut Vec<Alert>) {
+        for side in [StallSide::Sender, StallSide::Receiver] {
+            let stalls = self.stalls_mut(side);
+            if stalls.is_alerted() {
+                stalls.finish(ts_ns);
+                let message = "sws_stall ended: the socket closed".to_string();
+                self.clear(out, ts_ns, AlertKind::SwsStall, message);
+            }
+        }
         if self.clamp_episode.end() {
             self.clear(
                 out,
@@ -512,7 +520,9 @@ impl Flow {
         }
     }
 
-    /// A stall that ended before any event found it long enough is reported at its end.
+    /// A stall that ended before any event found it long enough is reported
+    /// at its end; one whose alert fired while it ran is cleared, with what
+    /// it cost in all.
     fn stall_ended(
         &mut self,
         t: Transition,
@@ -521,30 +531,26 @@ impl Flow {
         peer: &PeerView,
         out: &mut Vec<Alert>,
     ) {
-        if let Transition::Ended { alerted: false } = t {
-            let stall = self.stalls_mut(side).done.last().cloned();
-            if let Some(stall) = stall.filter(|s| s.duration_ns >= cfg.min_duration_ns) {
-                self.stall_alert(out, &stall, peer);
-            }
+        let Transition::Ended { alerted } = t else {
+            return;
+        };
+        let Some(stall) = self.stalls_mut(side).done.last().cloned() else {
+            return;
+        };
+        if alerted {
+            let message = format!("sws_stall ended: {}", stall_summary(&stall));
+            self.clear(out, stall.end_ns, AlertKind::SwsStall, message);
+        } else if stall.duration_ns >= cfg.min_duration_ns {
+            self.stall_alert(out, &stall, peer);
         }
     }
 
     fn stall_alert(&mut self, out: &mut Vec<Alert>, s: &SwsStall, peer: &PeerView) {
-        let delivered_rate = bps(s.bytes_delivered as f64, s.duration_ns as f64 / 1000.0)
-            .map_or(String::new(), |b| format!(" ({})", rate(b)));
         let full_rate = bps(f64::from(s.mss), f64::from(self.srtt_us(peer)))
             .map_or(String::new(), |b| {
                 format!("; one MSS per RTT alone would give {}", rate(b))
             });
-        let message = format!(
-            "window below one MSS ({} B) for {:.1} ms{}: {} zero-window probes, {} sub-MSS segments, {} B delivered{delivered_rate}{full_rate}",
-            s.mss,
-            s.duration_ns as f64 / 1e6,
-            if s.ended { "" } else { " so far" },
-            s.zero_window_probes,
-            s.sub_mss_segments,
-            s.bytes_delivered,
-        );
+        let message = format!("{}{full_rate}", stall_summary(s));
         let figures = AlertFigures {
             bytes: Some(u64::from(s.mss)),
             srtt_us: Some(self.srtt_us(peer)),
@@ -1474,6 +1480,22 @@ impl WindowAnalyzer {
             tasks: flow.tasks.take().map_or_else(SocketTasks::default, |t| *t),
         }
     }
+}
+
+/// A stall in words: how long the window stayed below one MSS, and what
+/// went through meanwhile.
+fn stall_summary(s: &SwsStall) -> String {
+    let delivered_rate = bps(s.bytes_delivered as f64, s.duration_ns as f64 / 1000.0)
+        .map_or(String::new(), |b| format!(" ({})", rate(b)));
+    format!(
+        "window below one MSS ({} B) for {:.1} ms{}: {} zero-window probes, {} sub-MSS segments, {} B delivered{delivered_rate}",
+        s.mss,
+        s.duration_ns as f64 / 1e6,
+        if s.ended { "" } else { " so far" },
+        s.zero_window_probes,
+        s.sub_mss_segments,
+        s.bytes_delivered,
+    )
 }
 
 #[cfg(test)]

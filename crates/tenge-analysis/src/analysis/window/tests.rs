@@ -173,6 +173,21 @@ fn sws_stall_episodes_exact() {
             (1200, "sws_stall")
         ]
     );
+    // The first stall, alerted while it ran, is cleared at its end with what
+    // it cost in all; the second was alerted at its end, so nothing to clear.
+    assert_eq!(
+        cleared(&alerts),
+        [(901, "sws_stall"), (1200, "rwnd_limited")]
+    );
+    let end = alerts.iter().find(|a| a.cleared).unwrap();
+    assert!(
+        end.message.contains(
+            "ended: window below one MSS (8948 B) for 891.0 ms: 2 zero-window probes, \
+             1 sub-MSS segments, 832 B delivered"
+        ),
+        "{}",
+        end.message
+    );
     let stalls = &report.flows[0].window.sws_stalls;
     assert_eq!(stalls.len(), 2);
     let first = &stalls[0];
@@ -246,6 +261,7 @@ fn a_stall_alerts_when_time_finds_it_old_enough() {
     alerts.extend(a.push(&s.rcv(1200 * MS, ack(19000, 19000, 19000, 100000, 17896))));
     alerts.extend(a.tick(1300 * MS));
     assert_eq!(kinds(&alerts), [(115, "sws_stall")]);
+    assert_eq!(cleared(&alerts), [(1200, "sws_stall")]);
     assert!(
         alerts[0].message.contains("for 105.0 ms so far"),
         "{}",
