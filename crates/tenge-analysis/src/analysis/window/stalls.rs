@@ -19,7 +19,9 @@ pub struct SwsStall {
     pub start_ns: u64,
     pub end_ns: u64,
     pub duration_ns: u64,
-    /// False when the trace ended inside the stall (`end_ns` is then the flow's last event).
+    /// False when no window ended the stall: the trace ended inside it
+    /// (`end_ns` is then the flow's last event), or its socket closed
+    /// after its alert fired (`end_ns`: the close).
     pub ended: bool,
     pub observed_at: StallSide,
     /// The window that started the stall and the MSS it was compared with.
