@@ -546,6 +546,9 @@ fn sampling_one_in_eight_scales_counts_and_keeps_latencies() {
     assert!(compared >= 6, "only {compared} stages had enough samples");
 }
 
+/// How far 1-in-8 slices' scaled counts may lie from every packet's.
+const SLICED_COUNT_ERROR: f64 = 0.18;
+
 /// Sampling by time: one 20 ms slice in every 8 traced, the probes detached
 /// in between. While a paced transfer runs (the same rate all along, so a
 /// slice of it is like any other), no event comes from the time no probe
@@ -554,9 +557,6 @@ fn sampling_one_in_eight_scales_counts_and_keeps_latencies() {
 /// whole (none late), and the counts scaled by the time elapsed over the
 /// time traced match the veth counters and the every-packet tracer running
 /// beside it.
-/// How far 1-in-8 slices' scaled counts may lie from every packet's.
-const SLICED_COUNT_ERROR: f64 = 0.18;
-
 #[test]
 fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
     if !require_root("sampling_by_time") {

@@ -732,8 +732,17 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
         &mut wrong,
     );
     // Every episode that fired ended with its flow; a stall alerted only at
-    // its end has ended already.
-    let running = |a: &&&Alert| a.kind != AlertKind::SwsStall || a.message.contains(" so far:");
+    // its end (the alert's time) has ended already.
+    let stalls: Vec<_> = [sender, receiver]
+        .iter()
+        .flat_map(|f| &f.window.sws_stalls)
+        .collect();
+    let running = |a: &&&Alert| {
+        a.kind != AlertKind::SwsStall
+            || stalls
+                .iter()
+                .any(|s| s.start_ns <= a.ts_ns && a.ts_ns < s.end_ns)
+    };
     for a in fired.iter().filter(running) {
         let cleared = ours.iter().any(|c| {
             c.cleared && c.kind == a.kind && c.sock_cookie == a.sock_cookie && c.ts_ns >= a.ts_ns

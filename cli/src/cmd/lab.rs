@@ -100,10 +100,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         kernel_release: kernel_release(),
         sample_every: args.sample,
         lost: run.stats.lost_by_name(),
-        hits_not_run: run
-            .hook_hits
-            .as_deref()
-            .map(|hits| hits.iter().map(HookHits::not_run).sum()),
+        hits_not_run: run.hook_hits.as_deref().map(HookHits::total_not_run),
         damage: None,
     });
     // The transfer's cgroups are this process's: still there to be named.

@@ -122,7 +122,7 @@ fn report_hits(hits: &[HookHits]) {
             hits.len()
         );
     } else {
-        let not_run: u64 = hits.iter().map(HookHits::not_run).sum();
+        let not_run = HookHits::total_not_run(hits);
         eprintln!(
             "tenge-trace: WARNING: {not_run} of {total} hook hits ran no program (the kernel \
              skipped them; their events are missing): {}",

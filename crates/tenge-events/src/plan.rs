@@ -78,4 +78,9 @@ impl HookHits {
     pub fn not_run(&self) -> u64 {
         self.hits.saturating_sub(self.runs)
     }
+
+    /// Hits that ran no program, over every hook counted.
+    pub fn total_not_run(hits: &[HookHits]) -> u64 {
+        hits.iter().map(HookHits::not_run).sum()
+    }
 }

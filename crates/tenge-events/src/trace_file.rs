@@ -255,9 +255,7 @@ impl TraceSummary {
 
     /// Hook hits that ran no program, when they were counted.
     pub fn hits_not_run(&self) -> Option<u64> {
-        self.hook_hits
-            .as_ref()
-            .map(|hits| hits.iter().map(HookHits::not_run).sum())
+        self.hook_hits.as_deref().map(HookHits::total_not_run)
     }
 }
 
