@@ -499,9 +499,12 @@ fn ceiling(sender: &FlowWindowReport, t: &TransferReport, wrong: &mut Vec<String
     }) else {
         return String::new();
     };
-    // The arithmetic a reader can redo: the window over the srtt quoted.
-    let quoted = window as f64 * 8e6 / f64::from(srtt_us.max(1));
-    if (quoted / ceiling - 1.0).abs() > 0.01 {
+    // The arithmetic a reader can redo: the window over the srtt quoted,
+    // to the whole µs it is quoted in (1% at 45 µs).
+    let rate_at = |srtt: f64| window as f64 * 8e6 / srtt.max(0.5);
+    let srtt = f64::from(srtt_us);
+    let quoted = rate_at(srtt);
+    if !(rate_at(srtt + 0.5) * 0.999..=rate_at(srtt - 0.5) * 1.001).contains(&ceiling) {
         wrong.push(format!(
             "ceiling advice: {window} B at srtt {srtt_us} µs is {:.3} Gb/s, not the {:.3} quoted",
             quoted / 1e9,
