@@ -114,7 +114,8 @@ impl Slices {
                 self.pauses.begin(at_ns);
             }
             Some(PauseEdge::End { at_ns, .. }) => _ = self.pauses.end(at_ns),
-            None => {}
+            // Counting began when the command attached, and ends now.
+            Some(PauseEdge::Bound { .. }) | None => {}
         }
     }
 

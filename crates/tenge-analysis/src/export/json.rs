@@ -45,10 +45,11 @@ fn variant_name(ev: &Event) -> Option<&'static str> {
 
 /// Which end of a pause a `pause` record is (`enum tt_pause_edge`).
 fn pause_edge(ev: &Event) -> Option<&'static str> {
-    use crate::abi::tt_pause_edge::{TT_PAUSE_BEGIN, TT_PAUSE_END};
+    use crate::abi::tt_pause_edge::{TT_PAUSE_BEGIN, TT_PAUSE_BOUND, TT_PAUSE_END};
     match (&ev.body, ev.hdr.variant) {
         (Body::Pause(_), v) if v == TT_PAUSE_BEGIN as u8 => Some("begin"),
         (Body::Pause(_), v) if v == TT_PAUSE_END as u8 => Some("end"),
+        (Body::Pause(_), v) if v == TT_PAUSE_BOUND as u8 => Some("bound"),
         (Body::Pause(_), _) => Some("unknown"),
         _ => None,
     }

@@ -279,6 +279,7 @@ fn record_pause(
             attaching_ns,
             at_ns,
         } => (tt_pause_edge::TT_PAUSE_END, at_ns, attaching_ns),
+        PauseEdge::Bound { at_ns } => (tt_pause_edge::TT_PAUSE_BOUND, at_ns, at_ns),
     };
     let hdr = tt_hdr {
         ts_ns,

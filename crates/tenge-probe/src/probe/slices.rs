@@ -54,7 +54,9 @@ impl Sliced {
             pending: None,
             at_moment,
         };
-        sliced.pending = sliced.follow(links, ebpf)?;
+        // Detached at once, or traced from the start.
+        let first = sliced.follow(links, ebpf)?;
+        sliced.pending = Some(first.unwrap_or(PauseEdge::Bound { at_ns: now }));
         Ok(sliced)
     }
 
@@ -103,7 +105,8 @@ impl Sliced {
         self.slices.paused()
     }
 
-    /// The end of the pause running now, if one is (the tracing ends).
+    /// The recording's last edge: the end of the pause running now, or its
+    /// bound if a slice is traced.
     pub fn end(&mut self) -> Option<PauseEdge> {
         self.slices.end(now_ns())
     }
@@ -152,6 +155,21 @@ pub enum PauseEdge {
     /// whole again from `at_ns` on (a slice's start, or the time they were
     /// all back if that was later).
     End { attaching_ns: u64, at_ns: u64 },
+    /// The recording starts or ends at `at_ns` with the probes attached: no
+    /// pause begins or ends there, but the time the counts are scaled by
+    /// runs from it (the slices were drawn over it, traced or not).
+    Bound { at_ns: u64 },
+}
+
+impl PauseEdge {
+    /// Where the edge stands in the trace.
+    pub fn at_ns(&self) -> u64 {
+        match *self {
+            PauseEdge::Begin { at_ns, .. }
+            | PauseEdge::End { at_ns, .. }
+            | PauseEdge::Bound { at_ns } => at_ns,
+        }
+    }
 }
 
 /// What the probes should do now.
@@ -289,15 +307,20 @@ impl Slices {
         (self.resumed_ns, self.slice_start_ns(until))
     }
 
-    /// The end of the pause running as the recording ends at `now_ns`, if one is.
+    /// The edge the recording ends with at `now_ns`: the end of the pause
+    /// running then, or the recording's bound if a slice is traced. None
+    /// once it ended (the probes are then attached for good).
     pub fn end(&mut self, now_ns: u64) -> Option<PauseEdge> {
-        self.paused().then(|| {
-            self.attached_until = Some(u64::MAX);
-            PauseEdge::End {
+        let edge = match self.attached_until {
+            Some(u64::MAX) => return None,
+            Some(_) => PauseEdge::Bound { at_ns: now_ns },
+            None => PauseEdge::End {
                 attaching_ns: now_ns,
                 at_ns: now_ns,
-            }
-        })
+            },
+        };
+        self.attached_until = Some(u64::MAX);
+        Some(edge)
     }
 
     /// Whether the probes are detached (between slices).
@@ -371,12 +394,12 @@ mod tests {
         let mut since = slices.start_ns;
         for edge in edges {
             match edge {
-                PauseEdge::Begin { at_ns, .. } => windows.push((since, at_ns)),
-                PauseEdge::End { at_ns, .. } => pauses.push((since, at_ns)),
+                PauseEdge::Begin { .. } | PauseEdge::Bound { .. } => {
+                    windows.push((since, edge.at_ns()))
+                }
+                PauseEdge::End { .. } => pauses.push((since, edge.at_ns())),
             }
-            since = match edge {
-                PauseEdge::Begin { at_ns, .. } | PauseEdge::End { at_ns, .. } => at_ns,
-            };
+            since = edge.at_ns();
         }
         Walk {
             windows,

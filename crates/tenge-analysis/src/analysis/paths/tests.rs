@@ -602,10 +602,11 @@ fn drops_and_capacity_are_counted() {
 
 /// Sampled by time: the events between a pause's two edges are skipped, the
 /// packet in flight when it began is cut there (as at the end of a trace),
-/// and counts are scaled by the time elapsed over the time traced.
+/// and counts are scaled by the time elapsed over the time traced: from the
+/// recording's bounds where it has them, else its first and last events.
 #[test]
 fn a_pause_skips_its_events_cuts_what_is_in_flight_and_scales_by_time() {
-    use crate::abi::tt_pause_edge::{TT_PAUSE_BEGIN, TT_PAUSE_END};
+    use crate::abi::tt_pause_edge::{TT_PAUSE_BEGIN, TT_PAUSE_BOUND, TT_PAUSE_END};
     let edge = |ts_ns: u64, edge: crate::abi::tt_pause_edge| {
         let hdr = tt_hdr {
             ts_ns,
@@ -632,14 +633,12 @@ fn a_pause_skips_its_events_cuts_what_is_in_flight_and_scales_by_time() {
         .position(|e| e.hdr.ts_ns == start(30))
         .unwrap();
     events.insert(end_at, edge(start(30), TT_PAUSE_END));
-    let report = run(
-        PathConfig {
-            sample_every: 8,
-            sample_slice_ns: 1_000_000,
-            ..Default::default()
-        },
-        &events,
-    );
+    let cfg = PathConfig {
+        sample_every: 8,
+        sample_slice_ns: 1_000_000,
+        ..Default::default()
+    };
+    let report = run(cfg.clone(), &events);
     assert_eq!(report.evictions.cut_by_pause, 1);
     let elapsed = (start(39) + 5_000 - start(0)) as f64;
     let paused = (start(30) - (start(10) + 2_500)) as f64;
@@ -647,6 +646,18 @@ fn a_pause_skips_its_events_cuts_what_is_in_flight_and_scales_by_time() {
         (report.scale - elapsed / (elapsed - paused)).abs() < 1e-9,
         "{}",
         report.scale
+    );
+    // Traced 0.3 ms before the first packet and 2 ms after the last: time
+    // the slices were drawn over, though nothing was sent in it.
+    let (first, last) = (start(0) - 300_000, start(39) + 5_000 + 2_000_000);
+    let mut bounded = events.clone();
+    bounded.insert(0, edge(first, TT_PAUSE_BOUND));
+    bounded.push(edge(last, TT_PAUSE_BOUND));
+    let scale = run(cfg, &bounded).scale;
+    let elapsed = (last - first) as f64;
+    assert!(
+        (scale - elapsed / (elapsed - paused)).abs() < 1e-9,
+        "{scale}"
     );
     // Packets 0 to 10 (10 cut after TCP) and 30 to 39.
     let direct = path(&report, "rx", "direct");
