@@ -17,11 +17,25 @@ pub struct DiffRow {
     pub figure: String,
     pub before: f64,
     pub after: f64,
+    pub unit: Unit,
     /// `after / before`; none when `before` is 0.
     pub ratio: Option<f64>,
     /// Packets each side's quantile stands on (quantiles only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub samples: Option<[u64; 2]>,
+}
+
+/// What a figure's values count, for a reader to print them in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    Bytes,
+    BitsPerSecond,
+    /// A fraction of a whole, 0 to 1.
+    Share,
+    Nanoseconds,
+    Seconds,
+    Count,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -33,15 +47,17 @@ pub struct Diff {
 struct Figure {
     name: String,
     value: f64,
+    unit: Unit,
     /// Packets a quantile stands on.
     samples: Option<u64>,
 }
 
 impl Figure {
-    fn new(name: String, value: f64) -> Figure {
+    fn new(name: String, value: f64, unit: Unit) -> Figure {
         Figure {
             name,
             value,
+            unit,
             samples: None,
         }
     }
@@ -78,7 +94,9 @@ fn socket_figures(
     of: impl Fn(&FlowWindowReport) -> bool,
 ) -> Vec<Figure> {
     let mut out: Vec<Figure> = Vec::new();
-    let mut put = |name: &str, value: f64| out.push(Figure::new(format!("{prefix}{name}"), value));
+    let mut put = |name: &str, value: f64, unit: Unit| {
+        out.push(Figure::new(format!("{prefix}{name}"), value, unit))
+    };
     let flows: Vec<&FlowWindowReport> = report.flows.iter().filter(|f| of(f)).collect();
     let socket = |cookie: u64| report.sockets.iter().find(|s| s.sock_cookie == cookie);
     let sockets: Vec<_> = flows.iter().filter_map(|f| socket(f.sock_cookie)).collect();
@@ -86,7 +104,7 @@ fn socket_figures(
     let bytes: u64 = senders.iter().map(|s| s.bytes_sent).sum();
     let span_ns = senders.iter().map(|s| s.last_ns).max().unwrap_or(0)
         - senders.iter().map(|s| s.first_ns).min().unwrap_or(0);
-    put("bytes_sent", bytes as f64);
+    put("bytes_sent", bytes as f64, Unit::Bytes);
     put(
         "throughput_bps",
         if span_ns > 0 {
@@ -94,9 +112,10 @@ fn socket_figures(
         } else {
             0.0
         },
+        Unit::BitsPerSecond,
     );
     let busy_ns: u64 = flows.iter().map(|f| f.limits.busy_ns).sum();
-    put("busy_s", busy_ns as f64 / 1e9);
+    put("busy_s", busy_ns as f64 / 1e9, Unit::Seconds);
     for cause in ["rwnd", "cwnd", "sndbuf", "app", "other"] {
         let weighted: f64 = flows
             .iter()
@@ -109,6 +128,7 @@ fn socket_figures(
             } else {
                 0.0
             },
+            Unit::Share,
         );
     }
     // The windows the data's receivers offered (a sender's own, on its data
@@ -123,7 +143,7 @@ fn socket_figures(
         .iter()
         .map(|r| r.mean_advertised * r.advertised_count as f64)
         .sum();
-    put("advertised_windows", windows as f64);
+    put("advertised_windows", windows as f64, Unit::Count);
     put(
         "mean_advertised_window",
         if windows > 0 {
@@ -131,10 +151,12 @@ fn socket_figures(
         } else {
             0.0
         },
+        Unit::Bytes,
     );
     put(
         "mss_rounded_windows",
         receive.iter().map(|r| r.mss_rounded_count).sum::<u64>() as f64,
+        Unit::Count,
     );
     put(
         "mss_rounding_bytes_lost",
@@ -142,12 +164,14 @@ fn socket_figures(
             .iter()
             .map(|r| r.mss_rounding_bytes_lost)
             .sum::<u64>() as f64,
+        Unit::Bytes,
     );
     let stalls = flows.iter().flat_map(|f| &f.window.sws_stalls);
-    put("sws_stalls", stalls.clone().count() as f64);
+    put("sws_stalls", stalls.clone().count() as f64, Unit::Count);
     put(
         "sws_stall_s",
         stalls.map(|s| s.duration_ns).sum::<u64>() as f64 / 1e9,
+        Unit::Seconds,
     );
     out
 }
@@ -165,8 +189,13 @@ fn path_figures(report: &Report) -> Vec<Figure> {
         out.push(Figure::new(
             format!("path_packets.{name}"),
             p.packets as f64,
+            Unit::Count,
         ));
-        out.push(Figure::new(format!("path_share.{name}"), p.share));
+        out.push(Figure::new(
+            format!("path_share.{name}"),
+            p.share,
+            Unit::Share,
+        ));
         // Stage costs of the partition of all packets (TX by hold, RX by GRO).
         if matches!(p.dimension, "hold" | "gro") {
             for s in &p.stages {
@@ -174,7 +203,11 @@ fn path_figures(report: &Report) -> Vec<Figure> {
                 for (q, ns) in [("p50", s.p50_ns), ("p90", s.p90_ns)] {
                     out.push(Figure {
                         samples: Some(s.count),
-                        ..Figure::new(format!("stage_{q}_ns.{stage}"), ns as f64)
+                        ..Figure::new(
+                            format!("stage_{q}_ns.{stage}"),
+                            ns as f64,
+                            Unit::Nanoseconds,
+                        )
                     });
                 }
             }
@@ -199,7 +232,7 @@ impl Diff {
     pub fn of(before: &Report, after: &Report) -> Diff {
         let (b, a) = (figures(before), figures(after));
         let mut rows: Vec<DiffRow> = Vec::new();
-        for figure in b.iter().chain(&a).map(|f| &f.name) {
+        for (figure, unit) in b.iter().chain(&a).map(|f| (&f.name, f.unit)) {
             if rows.iter().any(|r| &r.figure == figure) {
                 continue;
             }
@@ -213,6 +246,7 @@ impl Diff {
                 figure: figure.clone(),
                 before,
                 after,
+                unit,
                 ratio: (before != 0.0).then(|| after / before),
                 samples: (nb.is_some() || na.is_some()).then(|| [nb.unwrap_or(0), na.unwrap_or(0)]),
             });

@@ -1,6 +1,6 @@
 //! The report for people: aligned tables, numbers with units.
 
-use crate::analysis::diff::Diff;
+use crate::analysis::diff::{Diff, Unit};
 use crate::analysis::paths::aligned;
 use crate::analysis::window::stalls::SwsStall;
 use crate::analysis::window::{Advice, FlowWindowReport};
@@ -368,8 +368,8 @@ pub fn render_diff(diff: &Diff, width: Option<usize>) -> String {
     for r in &diff.rows {
         rows.push(vec![
             r.figure.clone(),
-            diff_value(&r.figure, r.before),
-            diff_value(&r.figure, r.after),
+            diff_value(r.unit, r.before),
+            diff_value(r.unit, r.after),
             r.ratio.map_or("-".into(), |x| format!("{x:.2}")),
             r.samples
                 .map_or(String::new(), |[b, a]| format!("{b} / {a}")),
@@ -378,22 +378,68 @@ pub fn render_diff(diff: &Diff, width: Option<usize>) -> String {
     aligned(&rows, 1, width)
 }
 
-/// A figure's value in its unit, read off its name.
-fn diff_value(figure: &str, v: f64) -> String {
-    let name = figure.split('.').next().unwrap_or(figure);
-    match name {
-        "throughput_bps" => bps(v),
-        "bytes_sent" | "mss_rounding_bytes_lost" | "mean_advertised_window" => bytes(v as u64),
-        "limit_share" | "path_share" => pct(v),
-        "stage_p50_ns" | "stage_p90_ns" => duration(v.max(0.0) as u64),
-        "busy_s" | "sws_stall_s" => format!("{v:.3} s"),
-        _ => format!("{v:.0}"),
+/// A figure's value in its unit.
+fn diff_value(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::BitsPerSecond => bps(v),
+        Unit::Bytes => bytes(v as u64),
+        Unit::Share => pct(v),
+        Unit::Nanoseconds => duration(v.max(0.0) as u64),
+        Unit::Seconds => format!("{v:.3} s"),
+        Unit::Count => format!("{v:.0}"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::diff::DiffRow;
+
+    /// A process's figures in their units, as the totals' are: its name
+    /// (`process.COMM.…`, a COMM with dots too) says nothing of the unit.
+    #[test]
+    fn a_diff_prints_each_figure_in_its_unit() {
+        let row = |figure: &str, before: f64, after: f64, unit: Unit| DiffRow {
+            figure: figure.into(),
+            before,
+            after,
+            unit,
+            ratio: Some(after / before),
+            samples: None,
+        };
+        let diff = Diff {
+            rows: vec![
+                row("process.iperf3.busy_s", 0.506, 0.211, Unit::Seconds),
+                row("process.py.3.limit_share.rwnd", 0.56, 0.19, Unit::Share),
+                row(
+                    "process.py.3.throughput_bps",
+                    4.13e9,
+                    9.79e9,
+                    Unit::BitsPerSecond,
+                ),
+                row(
+                    "process.py.3.mean_advertised_window",
+                    25879.0,
+                    403531.0,
+                    Unit::Bytes,
+                ),
+            ],
+        };
+        let table = render_diff(&diff, None);
+        for (figure, values) in [
+            ("process.iperf3.busy_s", ["0.506 s", "0.211 s"]),
+            ("process.py.3.limit_share.rwnd", ["56%", "19%"]),
+            ("process.py.3.throughput_bps", ["4.13 Gb/s", "9.79 Gb/s"]),
+            (
+                "process.py.3.mean_advertised_window",
+                ["25.3 KiB", "394.1 KiB"],
+            ),
+        ] {
+            let line = table.lines().find(|l| l.starts_with(figure)).unwrap();
+            let cells: Vec<&str> = line.split("  ").map(str::trim).collect();
+            assert!(values.iter().all(|v| cells.contains(v)), "{line}");
+        }
+    }
 
     #[test]
     fn durations_take_the_unit_that_keeps_them_short() {
