@@ -361,10 +361,12 @@ impl PathReport {
         for n in &self.napi {
             let _ = writeln!(
                 out,
-                "napi ifindex {}{}: {} polls, {} packets, work mean {:.1} p50 {} p99 {} max {} (budget {}), {} polls at budget ({:.1}%)",
+                "napi ifindex {}{}: {} polls took {} skbs, work mean {:.1} p50 {} p99 {} max {} (budget {}), {} polls at budget ({:.1}%)",
                 n.ifindex,
                 // The backlog polls what veth, loopback and netif_rx queued:
-                // no device's NAPI, no GRO.
+                // no device's NAPI, no GRO. Skbs, not the paths' packets: a
+                // TSO skb over veth is one skb of the poll's work and its
+                // gso_segs packets in the paths.
                 if n.ifindex == 0 { " (the per-CPU backlog, no device)" } else { "" },
                 n.polls,
                 n.packets,
