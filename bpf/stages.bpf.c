@@ -4,10 +4,11 @@
  * Each hook stamps the skb it keeps in a table slot; the next hook of the
  * same skb turns the stamp into one sample of the stage between them (count,
  * sum, max and a log-linear histogram, per CPU), and every hook counts the
- * packets and bytes it kept. User space reads the per-CPU arrays when it
- * likes. Filters (port, address, netns: .rodata, as in tenge.bpf.c) are
- * applied at every hook that can read the packet, before anything is counted;
- * the task filter's flows are marked where their tasks write and read.
+ * packets and bytes it kept. A GSO skb is its gso_segs packets, as in the
+ * report's paths: counted so, and its stages weigh that many samples. User space reads the per-CPU
+ * arrays when it likes. Filters (port, address, netns: .rodata, as in tenge.bpf.c) are applied at
+ * every hook that can read the packet, before anything is counted; the task filter's flows are
+ * marked where their tasks write and read.
  */
 #include "tenge_common.bpf.h"
 
@@ -24,7 +25,8 @@ struct skb_stamp {
 	__u64 skb; /* 0: free; also the slot's sequence word (stamp_of) */
 	__u64 ts_ns;
 	__u32 skb_len; /* for net_dev_xmit, which cannot read the skb */
-	__u32 hook;    /* enum tt_stage_hook */
+	__u16 hook;    /* enum tt_stage_hook */
+	__u16 segs;    /* the packets it is, read once at its first hook */
 };
 
 #define STAMP_SLOTS_LOG2 16
@@ -134,12 +136,13 @@ static __always_inline bool stamp_of(struct skb_stamp *slot, __u64 skb, __u32 ho
 	out->ts_ns = slot->ts_ns;
 	out->skb_len = slot->skb_len;
 	out->hook = slot->hook;
+	out->segs = slot->segs;
 	barrier();
 	return *(volatile __u64 *)&slot->skb == skb && out->hook == hook && out->ts_ns >= since;
 }
 
 static __always_inline void stamp(struct skb_stamp *slot, __u64 skb, __u64 now, __u32 len,
-				  __u32 hook)
+				  __u32 hook, __u16 segs)
 {
 	if (!slot)
 		return;
@@ -148,6 +151,7 @@ static __always_inline void stamp(struct skb_stamp *slot, __u64 skb, __u64 now, 
 	slot->ts_ns = now;
 	slot->skb_len = len;
 	slot->hook = hook;
+	slot->segs = segs;
 	barrier();
 	*(volatile __u64 *)&slot->skb = skb;
 }
@@ -210,40 +214,49 @@ static __always_inline __u64 hist_bucket(__u64 ns)
 	return b < TT_HIST_BUCKETS ? b : TT_HIST_BUCKETS - 1;
 }
 
-static __always_inline void count_hook(__u32 hook, __u32 bytes)
+static __always_inline void count_hook(__u32 hook, __u32 bytes, __u16 segs)
 {
 	struct tt_hook_counts *c = bpf_map_lookup_elem(&tt_hook_counts, &hook);
 
 	if (c) {
-		c->packets += 1;
+		c->packets += segs;
 		c->bytes += bytes;
 	}
 }
 
+/* The packets `skb` is: gso_segs, or 1 for one that is not GSO. */
+static __always_inline __u16 segs_of(const struct sk_buff *skb)
+{
+	__u16 segs = gso_of(skb, true).segs;
+
+	return segs ? segs : 1;
+}
+
 /*
- * One sample of `stage`, the time since `prev` (its earlier hook) stamped the
- * skb; no stamp (NULL), or one from later than now (a slot two CPUs wrote at
- * once), counts as unmatched.
+ * `segs` samples of `stage`, one per packet of the skb: the time since
+ * `prev` (its earlier hook) stamped it; no stamp (NULL), or one from later
+ * than now (a slot two CPUs wrote at once), counts as unmatched.
  */
-static __always_inline void record_stage(__u32 stage, const struct skb_stamp *prev, __u64 now)
+static __always_inline void record_stage(__u32 stage, const struct skb_stamp *prev, __u64 now,
+					 __u16 segs)
 {
 	struct tt_stage_stats *s = bpf_map_lookup_elem(&tt_stage_stats, &stage);
 
 	if (!s)
 		return;
 	if (!prev || prev->ts_ns > now) {
-		s->unmatched += 1;
+		s->unmatched += segs;
 		return;
 	}
 	__u64 ns = now - prev->ts_ns;
 	__u64 b = hist_bucket(ns);
 
-	s->count += 1;
-	s->sum_ns += ns;
+	s->count += segs;
+	s->sum_ns += ns * segs;
 	if (ns > s->max_ns)
 		s->max_ns = ns;
 	if (b < TT_HIST_BUCKETS)
-		s->buckets[b] += 1;
+		s->buckets[b] += segs;
 }
 
 /* The filters on a packet parsed from its headers, as tenge.bpf.c applies them. */
@@ -274,8 +287,10 @@ static __always_inline void first_hop(void *stamps, const struct sk_buff *skb, b
 		unstamp(slot, key);
 		return;
 	}
-	count_hook(hook, skb->len);
-	stamp(slot, key, bpf_ktime_get_ns(), skb->len, hook);
+	__u16 segs = segs_of(skb);
+
+	count_hook(hook, skb->len, segs);
+	stamp(slot, key, bpf_ktime_get_ns(), skb->len, hook, segs);
 }
 
 /*
@@ -296,15 +311,16 @@ static __always_inline void next_hop(void *stamps, const struct sk_buff *skb, bo
 		return;
 
 	if (stamp_of(slot, key, prev_hook, since, &prev)) {
-		record_stage(stage, &prev, now);
+		record_stage(stage, &prev, now, prev.segs);
 	} else if (pkt_kept(skb, tx)) {
-		record_stage(stage, NULL, now);
+		prev.segs = segs_of(skb);
+		record_stage(stage, NULL, now, prev.segs);
 	} else {
 		unstamp(slot, key);
 		return;
 	}
-	count_hook(hook, len);
-	stamp(slot, key, now, len, hook);
+	count_hook(hook, len, prev.segs);
+	stamp(slot, key, now, len, hook, prev.segs);
 }
 
 /* ---- the task filter's marks: attached only with --pid/--comm/--cgroup --- */
@@ -380,8 +396,8 @@ int BPF_PROG(dev_xmit_btf, struct sk_buff *skb, int rc)
 	if (since == COUNTING_OFF || !stamp_of(slot, key, TT_HOOK_DEV_START_XMIT, since, &prev))
 		return 0;
 	unstamp(slot, key);
-	count_hook(TT_HOOK_DEV_XMIT, prev.skb_len);
-	record_stage(TT_STAGE_DRIVER, &prev, now);
+	count_hook(TT_HOOK_DEV_XMIT, prev.skb_len, prev.segs);
+	record_stage(TT_STAGE_DRIVER, &prev, now, prev.segs);
 	return 0;
 }
 
@@ -422,14 +438,16 @@ int BPF_PROG(tcp_rcv_btf, struct sock *sk, struct sk_buff *skb)
 
 	if (since == COUNTING_OFF)
 		return 0;
-	if (stamp_of(slot, key, TT_HOOK_NETIF_RECEIVE, since, &prev)) {
+	bool matched = stamp_of(slot, key, TT_HOOK_NETIF_RECEIVE, since, &prev);
+
+	if (matched) {
 		unstamp(slot, key);
-		record_stage(TT_STAGE_IP_TCP, &prev, now);
 	} else if (sock_flow(&h, sk, true, false, false)) {
-		record_stage(TT_STAGE_IP_TCP, NULL, now);
+		prev.segs = segs_of(skb);
 	} else {
 		return 0;
 	}
-	count_hook(TT_HOOK_TCP_RCV, skb->len);
+	record_stage(TT_STAGE_IP_TCP, matched ? &prev : NULL, now, prev.segs);
+	count_hook(TT_HOOK_TCP_RCV, skb->len, prev.segs);
 	return 0;
 }

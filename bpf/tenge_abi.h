@@ -444,7 +444,7 @@ enum tt_stage_hook {
 
 /* One stage, per CPU (map tt_stage_stats, index enum tt_stage). */
 struct tt_stage_stats {
-	__u64 count; /* samples: the skb was seen at both hooks */
+	__u64 count; /* samples: a packet of an skb seen at both hooks */
 	__u64 sum_ns;
 	__u64 max_ns;
 	__u64 unmatched; /* kept at the later hook, not seen (or not kept) at the earlier */
@@ -453,7 +453,7 @@ struct tt_stage_stats {
 
 /* One hook, per CPU (map tt_hook_counts, index enum tt_stage_hook). */
 struct tt_hook_counts {
-	__u64 packets; /* skbs kept by the filters */
+	__u64 packets; /* kept by the filters: a GSO skb counts its gso_segs */
 	__u64 bytes;   /* their skb->len at this hook */
 };
 
