@@ -318,6 +318,23 @@ static __always_inline bool sendmsg_sampled(__u32 write_seq, __u32 msg_left, __u
 	return sampled_range(write_seq, write_seq + most);
 }
 
+/*
+ * A socket call (a write, a read) whose bytes `sampled` says: sampling's
+ * word first, since dropping a call then costs two loads, but a task filter
+ * still learns its flow from it; then the flow's filters. True: it is
+ * kept, its task noted.
+ */
+static __always_inline bool socket_call_kept(struct tt_hdr *h, const struct sock *sk, bool sampled,
+					     bool btf, bool trusted, enum tt_task_role role)
+{
+	if (!sampled && !filter_task)
+		return false;
+	if (!sock_flow(h, sk, btf, trusted, true) || !sampled)
+		return false;
+	note_task(h, sk, role);
+	return true;
+}
+
 static __always_inline int sendmsg_body(const struct sock *sk, const struct msghdr *msg,
 					const struct sk_buff *skb, int size_goal, bool btf)
 {
@@ -331,12 +348,8 @@ static __always_inline int sendmsg_body(const struct sock *sk, const struct msgh
 
 	bool sampled = sendmsg_sampled(write_seq, msg_left, size_goal);
 
-	/* A write sampling drops costs two loads; a task filter learns its flow still. */
-	if (!sampled && !filter_task)
+	if (!socket_call_kept(&h, sk, sampled, btf, btf, TT_TASK_WRITER))
 		return 0;
-	if (!sock_flow(&h, sk, btf, btf, true) || !sampled)
-		return 0;
-	note_task(&h, sk, TT_TASK_WRITER);
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, sendmsg, &h, TT_KIND_SENDMSG);
 	ev->body.write_seq = write_seq;
@@ -715,12 +728,8 @@ static __always_inline int copy_datagram_body(const struct sk_buff *skb, int len
 	/* The whole skb, even when only part of it is copied now. */
 	bool sampled = sampled_range(seq, end_seq);
 
-	/* As at a write (sendmsg_body). */
-	if (!sampled && !filter_task)
+	if (!socket_call_kept(&h, sk, sampled, btf, false, TT_TASK_READER))
 		return 0;
-	if (!sock_flow(&h, sk, btf, false, true) || !sampled)
-		return 0;
-	note_task(&h, sk, TT_TASK_READER);
 	h.skb = (unsigned long)skb;
 	EMIT_BEGIN(ev, copy_datagram, &h, TT_KIND_COPY_DATAGRAM);
 	ev->body.seq = seq;
