@@ -223,12 +223,14 @@ impl Lab {
         let (received, sent, (sender_polls, receiver_polls)) = std::thread::scope(|s| {
             // In each end's namespace: its /proc/net/tcp shows the socket.
             let polling = &polling;
-            let pollers = [
-                (sender_netns, sender_rx),
-                (self.receiver_netns(), receiver_rx),
-            ]
-            .map(|(netns, end)| {
-                netns.spawn_scoped(s, move || Ok(poll_tcp_info(end, poll_every, polling)))
+            let pollers = poll_every.map(|every| {
+                [
+                    (sender_netns, sender_rx),
+                    (self.receiver_netns(), receiver_rx),
+                ]
+                .map(|(netns, end)| {
+                    netns.spawn_scoped(s, move || Ok(poll_tcp_info(end, every, polling)))
+                })
             });
             let (addr_tx, addr_rx) = std::sync::mpsc::channel();
             let receiver = self.receiver_netns().spawn_scoped(s, move || {
@@ -247,7 +249,9 @@ impl Lab {
             let received = join(receiver);
             let sent = sender.map_or_else(|| Err(anyhow!(PeerFailed)), join);
             polling.store(false, Ordering::Relaxed);
-            let [sender_polls, receiver_polls] = pollers.map(|p| join(p).unwrap_or_default());
+            let [sender_polls, receiver_polls] = pollers
+                .map(|p| p.map(|p| join(p).unwrap_or_default()))
+                .unwrap_or_default();
             let polls = (sender_polls, receiver_polls);
             // Report the root cause, not the end that was told to give up.
             match (received, sent) {
@@ -422,10 +426,10 @@ impl Reading {
 /// until `polling` goes false. Nothing without a period or a socket.
 fn poll_tcp_info(
     stream: std::sync::mpsc::Receiver<TcpStream>,
-    every: Option<Duration>,
+    every: Duration,
     polling: &AtomicBool,
 ) -> Vec<TcpInfoPoll> {
-    let (Some(every), Ok(stream)) = (every, stream.recv()) else {
+    let Ok(stream) = stream.recv() else {
         return Vec::new();
     };
     let inode = socket_inode(stream.as_raw_fd());
