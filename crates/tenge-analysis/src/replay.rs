@@ -11,7 +11,7 @@ use crate::event::{Body, Event};
 use crate::export::flamegraph::{folded_cpu, folded_paths};
 use crate::export::json::{event_json, event_text};
 use crate::flow::FlowTable;
-use crate::trace_file::{TraceError, TraceReader};
+use crate::trace_file::{TraceError, TraceReader, HOLD_NS};
 use std::collections::HashMap;
 
 /// The heap any of these functions takes, at most, per byte of the file
@@ -21,13 +21,26 @@ pub const MEMORY_PER_BYTE: usize = 64;
 /// first allocations.
 pub const MEMORY_BASE: usize = 32 << 20;
 
+/// How often, in the recording's time, a replay looks for alerts due by
+/// time (a stall that went on with no event).
+const TICK_NS: u64 = 1_000_000;
+
 /// The analyses of every event, and the report `report` prints.
 pub fn report(reader: &mut TraceReader, cfg: AnalysisConfig) -> Result<Report, TraceError> {
     let mut analysis = Analysis::new(cfg);
+    let (mut newest, mut next_tick) = (0, 0);
     let summary = reader
         .for_each_ahead(|ev, ahead| {
             analysis.prefetch(ahead);
-            analysis.push(ev).for_each(drop)
+            // Read whole up to HOLD_NS before the newest record, as the
+            // collector hands them on: what fell due by then fires at its
+            // time, before a later event of its socket finds it.
+            newest = newest.max(ev.hdr.ts_ns);
+            if newest >= next_tick {
+                analysis.tick_each_due(newest.saturating_sub(HOLD_NS));
+                next_tick = newest + TICK_NS;
+            }
+            analysis.push(ev).for_each(drop);
         })?
         .clone();
     let meta = reader.meta();

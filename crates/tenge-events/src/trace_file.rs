@@ -30,6 +30,12 @@ use std::time::Duration;
 
 pub const MAGIC: [u8; 8] = *b"TENGETR\0";
 pub const FORMAT_VERSION: u32 = 1;
+
+/// How far out of time order a recording's records may come: the collector
+/// holds a record this long for the journeys that began before it
+/// (`watch`'s alerts come this much later), and a replay takes the time up
+/// to this much before its newest record as wholly read.
+pub const HOLD_NS: u64 = 50_000_000;
 const BLOCK_TAG: [u8; 4] = *b"EVTS";
 const TRAILER_TAG: [u8; 4] = *b"END\0";
 mod output;

@@ -178,6 +178,11 @@ impl Analysis {
         self.window.tick(now_ns)
     }
 
+    /// See [`WindowAnalyzer::tick_each_due`].
+    pub fn tick_each_due(&mut self, until_ns: u64) {
+        self.window.tick_each_due(until_ns)
+    }
+
     /// Starts loading what pushing the events ahead will touch, called
     /// with each event pushed ([`for_each_ahead`](crate::trace_file::TraceReader::for_each_ahead)): for the far
     /// one, the flow table's slot; for the near one, whose slot is there by

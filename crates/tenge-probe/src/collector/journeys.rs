@@ -17,9 +17,7 @@ use crate::event::record_len;
 use std::collections::BTreeMap;
 use std::mem::{offset_of, size_of};
 
-/// How long a record waits for the records of journeys that began before it
-/// (`watch`'s alerts come this much later).
-pub const HOLD_NS: u64 = 50_000_000;
+pub use crate::trace_file::HOLD_NS;
 
 const KIND_AT: usize = offset_of!(tt_hdr, kind);
 const VARIANT_AT: usize = offset_of!(tt_hdr, variant);

@@ -506,6 +506,14 @@ impl Flow {
         }
     }
 
+    /// When the first alert of a stall running now falls due.
+    fn stall_due_ns(&self, min_duration_ns: u64) -> Option<u64> {
+        [&self.send_stalls, &self.recv_stalls]
+            .iter()
+            .filter_map(|s| s.alert_due_ns(min_duration_ns))
+            .min()
+    }
+
     /// A stall runs whose alert has not fired yet.
     fn stall_pending(&self) -> bool {
         [&self.send_stalls, &self.recv_stalls]
@@ -1163,6 +1171,25 @@ impl WindowAnalyzer {
             }
         }
         Alerts::take(&mut self.alerts)
+    }
+
+    /// [`tick`](Self::tick) at the time each alert due by `until_ns` fell
+    /// due, in order, as a replay knows it: it fires as if the time had
+    /// been watched then, not when the recording's next event came. The
+    /// alerts go to the report only.
+    pub fn tick_each_due(&mut self, until_ns: u64) {
+        while let Some(due) = self.next_due_ns().filter(|&d| d <= until_ns) {
+            self.tick(due).for_each(drop);
+        }
+    }
+
+    /// When the next alert due by time falls due.
+    fn next_due_ns(&self) -> Option<u64> {
+        let min_duration_ns = self.cfg.min_duration_ns;
+        self.stalling
+            .iter()
+            .filter_map(|&i| self.flows[i].stall_due_ns(min_duration_ns))
+            .min()
     }
 
     /// Every socket's figures so far, in no particular order.

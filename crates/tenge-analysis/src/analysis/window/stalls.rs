@@ -146,6 +146,13 @@ impl StallDetector {
         }
     }
 
+    /// When the stall in progress, not reported yet, will have lasted
+    /// `min_duration_ns`.
+    pub fn alert_due_ns(&self, min_duration_ns: u64) -> Option<u64> {
+        let a = self.active.as_ref().filter(|a| !a.alerted)?;
+        Some(a.stall.start_ns.saturating_add(min_duration_ns))
+    }
+
     /// The stall in progress, if it has lasted `min_duration_ns` by `now` and
     /// was not reported yet; marks it reported. Call after every event.
     pub fn due_alert(&mut self, now_ns: u64, min_duration_ns: u64) -> Option<SwsStall> {

@@ -245,7 +245,6 @@ fn stall_open_at_the_end_of_the_trace() {
     );
 }
 
-/// A pause's edge (`struct tt_pause`) at `ts_ns`.
 /// A zero window whose probes back off sends no event for seconds: the
 /// stall alerts when time, told by `tick`, finds it 100 ms old, once.
 #[test]
@@ -271,6 +270,33 @@ fn a_stall_alerts_when_time_finds_it_old_enough() {
     assert_eq!((stalls[0].start_ns, stalls[0].end_ns), (10 * MS, 1200 * MS));
 }
 
+/// A replay knows the time only from the recording's events: the stall
+/// alerts when it fell due (100 ms in), as a watched run's would, not at
+/// the socket's next event (a probe, 300 ms in).
+#[test]
+fn a_replay_alerts_a_stall_when_it_fell_due() {
+    let s = &SENDER;
+    let mut a = WindowAnalyzer::new(WindowConfig::default());
+    a.push(&s.rcv(10 * MS, ack(10000, 19000, 19000, 100000, 0)))
+        .for_each(drop);
+    a.tick_each_due(50 * MS);
+    a.tick_each_due(250 * MS);
+    a.push(&s.adv(300 * MS, sent(18999, 0, 19000, 0)))
+        .for_each(drop);
+    let report = a.finish(7);
+    let alerts = &report.flows[0].alerts;
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_eq!(alerts[0].ts_ns, 110 * MS);
+    assert!(
+        alerts[0]
+            .message
+            .contains("for 100.0 ms so far: 0 zero-window probes"),
+        "{}",
+        alerts[0].message
+    );
+}
+
+/// A pause's edge (`struct tt_pause`) at `ts_ns`.
 fn pause_edge(ts_ns: u64, edge: crate::abi::tt_pause_edge) -> Event {
     let hdr = tt_hdr {
         ts_ns,
