@@ -10,7 +10,7 @@ use common::{
 };
 use std::time::Duration;
 use tenge_trace::analysis::stages::StagesSummary;
-use tenge_trace::lab::Lab;
+use tenge_trace::lab::{Lab, LabConfig, TransferReport};
 use tenge_trace::probe::{Filters, StageTracer};
 
 /// Both ends of the lab: every skb of the transfer leaves one veth and
@@ -27,30 +27,45 @@ fn lab_packets(lab: &Lab) -> LinkPackets {
     }
 }
 
-#[test]
-fn hook_counts_match_the_veth_counters_and_every_stage_has_samples() {
-    if !require_root("hook_counts_match_the_veth_counters") {
-        return;
-    }
-    let cfg = paced_one_segment_skbs();
-    let lab = Lab::new(&cfg).unwrap();
-    // The lab's own addresses: other tests' traffic does not count.
+/// A lab transfer of `cfg` counted by the stage programs (the lab's own
+/// addresses: other tests' traffic does not count), read `settle` after it
+/// ended; and the skbs its veth pair counted meanwhile.
+fn counted_transfer(
+    cfg: &LabConfig,
+    settle: Duration,
+) -> (TransferReport, StagesSummary, LinkPackets) {
+    let lab = Lab::new(cfg).unwrap();
     let filters = Filters {
         addr: Some(std::net::IpAddr::V4(lab.receiver_ip())),
         ..Filters::default()
     };
     let tracer = StageTracer::start(&filters).unwrap();
     let before = lab_packets(&lab);
-    let transfer = lab.run_transfer(&cfg, |_| {}).unwrap();
+    let transfer = lab.run_transfer(cfg, |_| {}).unwrap();
     assert!(transfer.completed);
-    // The FINs' last ACKs may still be on their way.
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(settle);
     let totals = tracer.read().unwrap();
     let after = lab_packets(&lab);
     drop(tracer);
     let summary = StagesSummary::of(&totals);
     print_summary(&summary);
-    let (tx, rx) = (after.tx - before.tx, after.rx - before.rx);
+    let skbs = LinkPackets {
+        tx: after.tx - before.tx,
+        rx: after.rx - before.rx,
+        ..LinkPackets::default()
+    };
+    (transfer, summary, skbs)
+}
+
+#[test]
+fn hook_counts_match_the_veth_counters_and_every_stage_has_samples() {
+    if !require_root("hook_counts_match_the_veth_counters") {
+        return;
+    }
+    // The FINs' last ACKs may still be on their way.
+    let (_, summary, skbs) =
+        counted_transfer(&paced_one_segment_skbs(), Duration::from_millis(200));
+    let (tx, rx) = (skbs.tx, skbs.rx);
     let hook = |name: &str| {
         summary
             .hooks
@@ -105,25 +120,11 @@ fn a_gso_skb_counts_as_its_segments_as_tcp_info_does() {
     if !require_root("a_gso_skb_counts_as_its_segments") {
         return;
     }
-    let cfg = tenge_trace::lab::LabConfig::default();
-    let lab = Lab::new(&cfg).unwrap();
-    let filters = Filters {
-        addr: Some(std::net::IpAddr::V4(lab.receiver_ip())),
-        ..Filters::default()
-    };
-    let tracer = StageTracer::start(&filters).unwrap();
-    let before = lab_packets(&lab);
-    let transfer = lab.run_transfer(&cfg, |_| {}).unwrap();
-    assert!(transfer.completed);
-    let totals = tracer.read().unwrap();
-    let after = lab_packets(&lab);
-    drop(tracer);
-    let summary = StagesSummary::of(&totals);
-    print_summary(&summary);
+    let (transfer, summary, skbs) = counted_transfer(&LabConfig::default(), Duration::ZERO);
     let queued = summary.hooks.iter().find(|h| h.hook == "net_dev_queue");
     let queued = queued.unwrap().packets;
     let segs_out = u64::from(transfer.sender.segs_out + transfer.receiver.segs_out);
-    let skbs = after.tx - before.tx;
+    let skbs = skbs.tx;
     eprintln!("net_dev_queue: {queued} packets; tcp_info segs_out {segs_out}; veth {skbs} skbs");
     assert!(skbs * 2 < segs_out, "{skbs} skbs: no TSO skb to count");
     // tcp_info was read as the last byte came: the FINs and the last ACKs
