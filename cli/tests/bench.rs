@@ -111,14 +111,18 @@ fn quick_kernel_cost_measures_each_probe_and_the_floor() {
         }
         assert!(backend["events"].as_u64().unwrap() > 0);
     }
-    // stages sends no record: every run that passed the filters is an event,
-    // and on a transfer of the filtered port nearly all of them do.
+    // stages sends no record: every packet a run kept is an event (a GSO
+    // skb its segments, few of 100-byte writes), and on a transfer of the
+    // filtered port nearly every run keeps its one.
     let stages = &backends[4];
     let (events, runs) = (
         stages["events"].as_u64().unwrap(),
         stages["runs"].as_u64().unwrap(),
     );
-    assert!(events <= runs && events * 10 >= runs * 9, "{stages}");
+    assert!(
+        events * 10 <= runs * 11 && events * 10 >= runs * 9,
+        "{stages}"
+    );
     // The emit floor reads the clock too, then reserves and submits a record.
     let floor = &cost["floor"];
     assert!(floor["runs"].as_u64().unwrap() > 0, "{floor}");

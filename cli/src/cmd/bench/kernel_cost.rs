@@ -202,8 +202,9 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
     })
 }
 
-/// `tenge-trace stages`' programs; an event is a hook hit its filters kept
-/// (a count and, past the first hook, a stage sample), as no record is sent.
+/// `tenge-trace stages`' programs; an event is a packet a hook kept (a
+/// count and, past the first hook, a stage sample; a GSO skb's segments
+/// each), as no record is sent.
 fn stages_cost(lab: &Lab, cfg: &LabConfig, seconds: u32) -> Result<BackendCost> {
     let tracer = StageTracer::start(&Filters {
         port: Some(PORT),

@@ -56,8 +56,9 @@ pub fn render(r: &Results) -> String {
              ({}, {} s each). The rows marked 1/64 are the tp_btf programs sampling as the \
              sampled mode does: their ns/run is what a hook hit costs when the probe reads the \
              headers and then, most of the time, drops the packet. The Stages rows are \
-             `tenge-trace stages`' programs, which send no record: an event there is a hook \
-             hit its filters kept. The rows {BATCH_FLUSH_HOOK} are the batches' flushes the \
+             `tenge-trace stages`' programs, which send no record: an event there is a packet \
+             a hook kept (a GSO skb counts its segments; on 100-byte writes nearly one a hit). \
+             The rows {BATCH_FLUSH_HOOK} are the batches' flushes the \
              collector runs on each CPU before each drain (`BPF_PROG_TEST_RUN`): no hook \
              dispatches them, so nothing is subtracted, and they count in the sums.\n",
             k.workload, k.seconds
