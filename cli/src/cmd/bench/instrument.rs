@@ -129,8 +129,6 @@ pub enum Instrument {
         child: Child,
         output: PathBuf,
         stderr: JoinHandle<Vec<String>>,
-        /// bpftrace needs tracefs while it runs; unmounted after it exits.
-        _tracefs: Option<tenge_trace::probe::TracefsMount>,
     },
 }
 
@@ -173,13 +171,14 @@ impl Instrument {
                 ..Filters::default()
             })?)),
             Mode::Bpftrace => {
-                let tracefs = tenge_trace::probe::mount_tracefs();
                 let mut command = Command::new("bpftrace");
                 command
                     .arg("-o")
                     .arg(&output)
                     .arg(target.bpftrace_script)
                     .arg(target.port.to_string());
+                // It needs tracefs as long as it runs.
+                tenge_trace::probe::tracefs_for_child(&mut command);
                 // bpftrace writes "Attaching N probes..." into its output file.
                 let (child, stderr) = spawn_ready(command, &output, "Attaching")?;
                 Ok(Instrument::External {
@@ -187,7 +186,6 @@ impl Instrument {
                     child,
                     output,
                     stderr,
-                    _tracefs: Some(tracefs),
                 })
             }
             Mode::Tcpdump => {
@@ -203,7 +201,6 @@ impl Instrument {
                     child,
                     output,
                     stderr,
-                    _tracefs: None,
                 })
             }
         }
@@ -236,7 +233,6 @@ impl Instrument {
                 mut child,
                 output,
                 stderr,
-                _tracefs,
             } => {
                 // SAFETY: kill(2) on our own child, not yet reaped. `ip netns
                 // exec` execs tcpdump, so the pid is the tool itself.

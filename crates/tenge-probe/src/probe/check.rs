@@ -126,7 +126,11 @@ pub fn check() -> CheckReport {
 }
 
 fn check_hooks(btf: &Btf) -> Vec<HookCheck> {
-    let _tracefs = super::tracefs::ensure();
+    super::tracefs::with(|| check_hooks_here(btf))
+}
+
+/// [`check_hooks`] where tracefs is mounted.
+fn check_hooks_here(btf: &Btf) -> Vec<HookCheck> {
     let loaded = super::plan::load_object(EbpfLoader::new().btf(Some(btf)), CHECK_OBJ);
     let mut ebpf = match loaded {
         Ok(loaded) => loaded.ebpf,

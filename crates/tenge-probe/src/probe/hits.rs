@@ -65,29 +65,35 @@ impl HitCounter {
         let cpus = aya::util::online_cpus()
             .map_err(|(_, err)| err)
             .context("listing the online CPUs")?;
-        let mut hooks = Vec::new();
-        {
-            let _tracefs = tracefs::ensure();
-            for probe in tracer.plan().attached() {
-                if !matches!(
+        let probes: Vec<_> = tracer
+            .plan()
+            .attached()
+            .filter(|probe| {
+                matches!(
                     probe.backend,
                     Some(Backend::TpBtf | Backend::RawTp | Backend::Tracepoint)
-                ) {
-                    continue;
-                }
-                let id = tracepoint_id(&probe.hook)?;
-                let counters = cpus
-                    .iter()
-                    .map(|&cpu| open_counter(id, cpu))
-                    .collect::<std::io::Result<Vec<_>>>()
-                    .with_context(|| format!("perf counter on {}", probe.hook))?;
-                hooks.push(HookCounter {
-                    hook: probe.hook.clone(),
-                    program: probe.program.clone(),
-                    counters,
-                    runs_before: 0,
-                });
-            }
+                )
+            })
+            .collect();
+        let ids = tracefs::with(|| {
+            probes
+                .iter()
+                .map(|probe| tracepoint_id(&probe.hook))
+                .collect::<anyhow::Result<Vec<u64>>>()
+        })?;
+        let mut hooks = Vec::new();
+        for (probe, id) in probes.iter().zip(ids) {
+            let counters = cpus
+                .iter()
+                .map(|&cpu| open_counter(id, cpu))
+                .collect::<std::io::Result<Vec<_>>>()
+                .with_context(|| format!("perf counter on {}", probe.hook))?;
+            hooks.push(HookCounter {
+                hook: probe.hook.clone(),
+                program: probe.program.clone(),
+                counters,
+                runs_before: 0,
+            });
         }
         let runs = runs_by_program(tracer)?;
         for hook in &mut hooks {

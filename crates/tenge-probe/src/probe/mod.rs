@@ -32,7 +32,7 @@ pub use ring::Ring;
 pub use slices::PauseEdge;
 pub use stages::StageTracer;
 pub use stats::{BpfStatsEnabled, ProgramStats, BATCH_FLUSH_HOOK};
-pub use tracefs::{ensure as mount_tracefs, TracefsMount};
+pub use tracefs::for_child as tracefs_for_child;
 
 use crate::abi::tt_kind;
 use anyhow::{bail, Context};
@@ -190,10 +190,7 @@ impl Tracer {
                 .context("loading tt_batch_flush")?;
         }
         let ladder = plan::forced_backends()?.unwrap_or_else(|| options.backends.clone());
-        let plan = {
-            let _tracefs = tracefs::ensure();
-            plan::attach_all(&mut loaded, &btf, &ladder)
-        };
+        let plan = tracefs::with(|| plan::attach_all(&mut loaded, &btf, &ladder));
         let (mut ebpf, mut links) = (loaded.ebpf, loaded.links);
         plan::require_attached(&plan)?;
         if let Some(hz) = options.cpu_profile_hz {

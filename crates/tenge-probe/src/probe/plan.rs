@@ -83,6 +83,18 @@ impl Links {
     }
 
     pub fn attach(&mut self, ebpf: &mut Ebpf) -> Result<(), ProgramError> {
+        // A classic tracepoint is attached by its id in tracefs.
+        let classic = self
+            .attached
+            .iter()
+            .any(|(_, _, backend, link)| *backend == Backend::Tracepoint && link.is_none());
+        match classic {
+            true => super::tracefs::with(|| self.attach_here(ebpf)),
+            false => self.attach_here(ebpf),
+        }
+    }
+
+    fn attach_here(&mut self, ebpf: &mut Ebpf) -> Result<(), ProgramError> {
         for (name, hook, backend, link) in &mut self.attached {
             if link.is_none() {
                 let program = ebpf.program_mut(name).ok_or(ProgramError::NotLoaded)?;
