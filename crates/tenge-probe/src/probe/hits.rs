@@ -58,8 +58,10 @@ pub struct HitCounter {
 
 impl HitCounter {
     /// Starts counting for the probes of `tracer` attached to tracepoints
-    /// (not those on functions, fentry and kprobe, whose hits perf does not
-    /// count here).
+    /// by BTF or raw (not those on functions, fentry and kprobe, whose hits
+    /// perf does not count here; nor classic tracepoints, whose program
+    /// returning 0 makes the kernel skip every perf event of the
+    /// tracepoint, these counters included: perf_trace_run_bpf_submit).
     pub fn start(tracer: &Tracer) -> anyhow::Result<HitCounter> {
         let stats = BpfStatsEnabled::enable()?;
         let cpus = aya::util::online_cpus()
@@ -68,12 +70,7 @@ impl HitCounter {
         let probes: Vec<_> = tracer
             .plan()
             .attached()
-            .filter(|probe| {
-                matches!(
-                    probe.backend,
-                    Some(Backend::TpBtf | Backend::RawTp | Backend::Tracepoint)
-                )
-            })
+            .filter(|probe| matches!(probe.backend, Some(Backend::TpBtf | Backend::RawTp)))
             .collect();
         let ids = tracefs::with(|| {
             probes
