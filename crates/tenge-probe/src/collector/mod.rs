@@ -180,13 +180,16 @@ impl Collector {
                 next_tick = now + TICK;
             }
         }
+        // The recording ends now, not once the probes are gone: detaching
+        // takes up to tens of ms under load, and a traced slice's bound put
+        // after that counted it in the time scaled by.
+        if let Some(pause) = tracer.end_slices() {
+            record_pause(pause, &mut stats, sink, in_order.as_mut())?;
+        }
         // Detached first: a record queued after the last drain would be lost
         // without a count (one NAPI poll at the end of a transfer was).
         tracer.detach_probes()?;
         while drain(tracer, &mut stats, sink, in_order.as_mut())? {}
-        if let Some(pause) = tracer.end_slices() {
-            record_pause(pause, &mut stats, sink, in_order.as_mut())?;
-        }
         if let Some(in_order) = &mut in_order {
             stats.events += in_order.release(u64::MAX, |record| sink.record(record))?;
             stats.late = in_order.late;

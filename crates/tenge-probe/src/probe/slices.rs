@@ -39,24 +39,27 @@ pub(crate) struct Sliced {
 }
 
 impl Sliced {
-    /// Slices of `slice` from now on, 1 in `every`, over `links` (attached).
+    /// Slices of `slice` from `start_ns` on (before `links` began to
+    /// attach: what they stamped while the others attached is inside the
+    /// first slice, traced or not), 1 in `every`.
     pub fn start(
         every: u32,
         slice: Duration,
+        start_ns: u64,
         links: &mut Links,
         ebpf: &mut Ebpf,
         at_moment: AtMoment,
     ) -> anyhow::Result<Sliced> {
-        let now = now_ns();
-        let seed = now ^ u64::from(std::process::id());
+        let seed = now_ns() ^ u64::from(std::process::id());
         let mut sliced = Sliced {
-            slices: Slices::new(every, slice, now, seed),
+            slices: Slices::new(every, slice, start_ns, seed),
             pending: None,
             at_moment,
         };
         // Detached at once, or traced from the start.
         let first = sliced.follow(links, ebpf)?;
-        sliced.pending = Some(first.unwrap_or(PauseEdge::Bound { at_ns: now }));
+        let bound = PauseEdge::Bound { at_ns: start_ns };
+        sliced.pending = Some(first.unwrap_or(bound));
         Ok(sliced)
     }
 
@@ -277,11 +280,16 @@ impl Slices {
     /// pause begins where their window ended (if they came back before).
     pub fn detached(&mut self, at_ns: u64, gone_ns: u64) -> PauseEdge {
         let until = self.attached_until.take().unwrap_or(0);
-        let window_end = self.slice_start_ns(until).max(self.resumed_ns);
         PauseEdge::Begin {
-            at_ns: at_ns.min(window_end),
+            at_ns: at_ns.min(self.window_end_ns(until)),
             detached_ns: gone_ns,
         }
+    }
+
+    /// Where the window traced until slice `until` ends: at that slice's
+    /// start, or where the last pause ended if the probes came back later.
+    fn window_end_ns(&self, until: u64) -> u64 {
+        self.slice_start_ns(until).max(self.resumed_ns)
     }
 
     /// The probes began to come back at `from_ns` for slice `slice` and
@@ -308,12 +316,15 @@ impl Slices {
     }
 
     /// The edge the recording ends with at `now_ns`: the end of the pause
-    /// running then, or the recording's bound if a slice is traced. None
-    /// once it ended (the probes are then attached for good).
+    /// running then, or the recording's bound if a slice is traced (at its
+    /// window's end if that came first: the time after it was not drawn).
+    /// None once it ended (the probes are then attached for good).
     pub fn end(&mut self, now_ns: u64) -> Option<PauseEdge> {
         let edge = match self.attached_until {
             Some(u64::MAX) => return None,
-            Some(_) => PauseEdge::Bound { at_ns: now_ns },
+            Some(until) => PauseEdge::Bound {
+                at_ns: now_ns.min(self.window_end_ns(until)),
+            },
             None => PauseEdge::End {
                 attaching_ns: now_ns,
                 at_ns: now_ns,
@@ -491,6 +502,30 @@ mod tests {
             }
             assert_ne!(slices.turn(edge), Turn::Stay, "at the edge {edge}");
             now = edge;
+        }
+    }
+
+    /// A recording that ends with the probes attached ends where its
+    /// window does if the collector got there late (a traced slice's bound
+    /// put later counted untraced time as traced: the scale came 7.29 for
+    /// 1 in 8); inside its window, it ends then.
+    #[test]
+    fn a_recording_ends_no_later_than_the_window_it_ends_in() {
+        let start = 0;
+        for late in [false, true] {
+            let mut slices = Slices::new(8, Duration::from_millis(20), start, 9);
+            let slice = slices.next_traced(8);
+            let from = slices.slice_start_ns(slice);
+            slices.attached(slice, from - MS, from - MS / 2);
+            let (_, until) = slices.window_ns();
+            let now = match late {
+                true => until + 150 * MS,
+                false => from + 5 * MS,
+            };
+            let end = slices.end(now);
+            let at_ns = now.min(until);
+            assert_eq!(end, Some(PauseEdge::Bound { at_ns }), "late: {late}");
+            assert_eq!(slices.end(now + MS), None);
         }
     }
 

@@ -57,6 +57,7 @@ impl StageTracer {
         let time_sliced = u8::from(super::time_sliced(filters));
         loader.override_global("time_sliced", &time_sliced, true);
         let mut loaded = plan::load_object(&mut loader, STAGES_OBJ)?;
+        let attaching_ns = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
         // tp_btf only: a hook this kernel refuses is left out (its counters
         // stay 0) and named in the plan.
         let mut plan = plan::attach_hooks(
@@ -71,7 +72,7 @@ impl StageTracer {
                 .extend(Self::attach_task_marks(&mut loaded, &btf)?.probes);
         }
         let (mut links, mut ebpf) = (loaded.links, loaded.ebpf);
-        let slices = super::sliced(filters, &mut links, &mut ebpf, gate_counting)?;
+        let slices = super::sliced(filters, attaching_ns, &mut links, &mut ebpf, gate_counting)?;
         Ok(StageTracer {
             links,
             slices,
