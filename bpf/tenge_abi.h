@@ -320,10 +320,11 @@ enum tt_pause_edge {
  * whole, and the analyses skip the events stamped between (of the probes
  * still or already there), in whatever order they come. edge_ns: when all
  * were gone (BEGIN), when they began to come back (END); no probe ran in
- * between. A BOUND (hdr.ts_ns = edge_ns) marks the recording's start or
- * end with the probes attached, where no pause begins or ends: the time
- * counts are scaled by runs from the first edge to the last, as the
- * slices were drawn over it. The header has only kind, variant and time.
+ * between. A BOUND (hdr.ts_ns = edge_ns) marks the recording's start
+ * (before the first probe attached) or end (at the end of the window it
+ * ends in, at the latest) with the probes attached, where no pause begins
+ * or ends: the traced window runs from or to it. The header has only
+ * kind, variant and time.
  */
 struct tt_pause {
 	__u64 edge_ns;

@@ -122,7 +122,10 @@ impl Slices {
     /// The words for the table, and the JSON, of counts that end now.
     fn sampling(&self) -> (String, Sampling) {
         let elapsed = now_ns().saturating_sub(self.origin_ns);
-        let scale = self.pauses.scale(elapsed).unwrap_or(f64::from(self.every));
+        let scale = self
+            .pauses
+            .time_scale(elapsed)
+            .unwrap_or(f64::from(self.every));
         let words = tenge_trace::export::table::time_sampling(
             self.every,
             self.slice_ns,

@@ -257,6 +257,7 @@ impl Default for PathAnalyzer {
 
 impl PathAnalyzer {
     pub fn new(cfg: PathConfig) -> PathAnalyzer {
+        let pauses = Pauses::sliced(cfg.sample_slice_ns);
         PathAnalyzer {
             cfg,
             flows: Vec::new(),
@@ -268,7 +269,7 @@ impl PathAnalyzer {
             counters: Counters::default(),
             first_ns: 0,
             now_ns: 0,
-            pauses: Pauses::default(),
+            pauses,
             next_sweep_ns: 0,
             created: 0,
             free: Vec::new(),
@@ -362,7 +363,10 @@ impl PathAnalyzer {
         let elapsed = self.now_ns.saturating_sub(self.first_ns);
         report::Scale(match self.cfg.sample_slice_ns {
             0 => every,
-            _ => self.pauses.scale(elapsed).unwrap_or(every),
+            _ => self
+                .pauses
+                .scale(self.cfg.sample_every, elapsed)
+                .unwrap_or(every),
         })
     }
 
