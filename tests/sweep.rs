@@ -924,6 +924,78 @@ fn advised_receive_buffer_gives_the_window_it_names() {
     assert!(u64::from(largest_offer(&after)) >= window);
 }
 
+/// Where the receive window held the sender back, the buffer advised is
+/// sized for the sender's cwnd meanwhile (before, for one segment more than
+/// the free space: SO_RCVBUF 18936 where 16384 was set), and for the window
+/// scale that window needs (SO_RCVBUF 152962 took scale 2, and windows
+/// stopped at 262140 B, short of the 269328 advised): rerun with it, the
+/// receiver offers about the window advised.
+#[test]
+fn advised_receive_buffer_offers_the_senders_cwnd() {
+    if !common::require_root("advised_receive_buffer_offers_the_senders_cwnd") {
+        return;
+    }
+    let _serial = serial();
+    let cfg = LabConfig {
+        bytes: 64 << 20,
+        ..Scenario::RwndLimited.config()
+    };
+    let kernel_rwnd_share = |run: &Run| {
+        let info = &run.transfers[0].sender;
+        info.rwnd_limited_us as f64 / info.busy_time_us.max(1) as f64
+    };
+    let before = traced(&cfg, 1);
+    let sender = before.transfers[0].sender_addr.to_string();
+    let flow = before
+        .report
+        .flows
+        .iter()
+        .find(|f| f.src == sender)
+        .unwrap();
+    let Some(Advice::ReceiveBuffer {
+        target,
+        sender_cwnd: Some(cwnd),
+        window,
+        so_rcvbuf,
+        message,
+        ..
+    }) = flow
+        .advice
+        .iter()
+        .find(|a| matches!(a, Advice::ReceiveBuffer { .. }))
+    else {
+        panic!("no buffer advice sized for the cwnd: {:?}", flow.advice);
+    };
+    assert_eq!(*target, "sender_cwnd");
+    let advised = LabConfig {
+        rcvbuf: Some(*so_rcvbuf as u32),
+        ..cfg
+    };
+    let after = traced(&advised, 1);
+    let (was, is) = (kernel_rwnd_share(&before), kernel_rwnd_share(&after));
+    eprintln!("{message}\nkernel rwnd_limited: {was:.2} of busy time with SO_RCVBUF 16384 (cwnd {cwnd}), {is:.2} with {so_rcvbuf}");
+    let largest_offer = |run: &Run| {
+        let t = &run.transfers[0];
+        run.windows[&t.receiver_addr]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+    };
+    let (offered, offers) = (largest_offer(&before), largest_offer(&after));
+    eprintln!("largest window {offered} -> {offers} B, {window} B advised");
+    // The largest window, debug build, 7 runs: 0.88 to 1.76 of the one
+    // advised (its soft cap grows with the segments received; 1.76 where
+    // the window needed a larger scale, and its buffer took it). The kernel's rwnd_limited share,
+    // 0.28 to 0.91 of the busy time before, 0.00 to 0.33 after on an idle
+    // host, and up to 0.60 beside a VM on the 2 vCPUs: the reader, beside
+    // the analysis, then left data unread and the window waited on it.
+    assert!(
+        f64::from(offers) >= 0.8 * *window as f64,
+        "the window advised was not offered"
+    );
+}
+
 /// BIG TCP: over IPv6 on the loopback (whose GSO limit is past 64 KiB)
 /// without window scaling, TCP sends skbs of two 32767-byte segments (half
 /// the largest window), whose 65534 B of payload and headers pass the 65535

@@ -30,6 +30,13 @@ pub enum Advice {
     /// `setsockopt(SO_RCVBUF)` takes half of it (the kernel doubles the
     /// value); `tcp_rmem` takes `sk_rcvbuf` as is.
     ReceiveBuffer {
+        /// What the window is sized for: "bandwidth_delay" (the link's
+        /// rate × the min RTT), "sender_cwnd" (the sender's largest cwnd,
+        /// `sender_cwnd` segments, while the receive window held it back) or
+        /// "free_space" (one segment more than the mean free space held).
+        target: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sender_cwnd: Option<u32>,
         segments: u32,
         window: u64,
         withheld: u64,
@@ -46,6 +53,9 @@ pub enum Advice {
         /// before listen()/connect() raises.
         #[serde(skip_serializing_if = "Option::is_none")]
         handshake_ceiling: Option<u64>,
+        /// The scale the handshake picks from `sk_rcvbuf` set before it:
+        /// the least that takes `window` (the buffer is raised to it).
+        window_scale: u8,
         message: String,
     },
     /// The application left more unread than the window offered for
@@ -82,7 +92,73 @@ pub enum Advice {
     },
 }
 
+/// What the receive buffer advice sizes the window for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowTarget {
+    /// The link's bandwidth × the min RTT.
+    BandwidthDelay { window: u64 },
+    /// The sender's largest cwnd (of `mss` segments) while the receive
+    /// window held it back: a window that large lets the cwnd rule.
+    SenderCwnd { cwnd: u32, mss: u32 },
+    /// One segment more than the mean free space held.
+    FreeSpace,
+}
+
+impl WindowTarget {
+    /// The bandwidth-delay window where the link's rate is known (`ideal`
+    /// from "bandwidth_delay"), else the sender's `cwnd` while the receive
+    /// window held it back where given and more than `ideal` (the free
+    /// space), else one segment more than the free space.
+    pub fn of(
+        source: Option<&str>,
+        ideal: Option<u64>,
+        cwnd: Option<u32>,
+        mss: u32,
+    ) -> WindowTarget {
+        match (source, ideal, cwnd) {
+            (Some("bandwidth_delay"), Some(window), _) => WindowTarget::BandwidthDelay { window },
+            (_, _, Some(cwnd)) if u64::from(cwnd) * u64::from(mss) > ideal.unwrap_or(0) => {
+                WindowTarget::SenderCwnd { cwnd, mss }
+            }
+            _ => WindowTarget::FreeSpace,
+        }
+    }
+
+    /// The window wanted, if not the free space's.
+    pub fn window(self) -> Option<u64> {
+        match self {
+            WindowTarget::BandwidthDelay { window } => Some(window),
+            WindowTarget::SenderCwnd { cwnd, mss } => Some(u64::from(cwnd) * u64::from(mss)),
+            WindowTarget::FreeSpace => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            WindowTarget::BandwidthDelay { .. } => "bandwidth_delay",
+            WindowTarget::SenderCwnd { .. } => "sender_cwnd",
+            WindowTarget::FreeSpace => "free_space",
+        }
+    }
+
+    fn words(self) -> String {
+        match self {
+            WindowTarget::BandwidthDelay { window } => {
+                format!("for the link's bandwidth × delay ({window} B), ")
+            }
+            WindowTarget::SenderCwnd { cwnd, mss } => format!(
+                "for the sender's congestion window while the receive window held it back \
+                 ({cwnd} × {mss} B), "
+            ),
+            WindowTarget::FreeSpace => {
+                "for one segment more than the mean free space held, ".into()
+            }
+        }
+    }
+}
+
 pub fn receive_buffer(
+    target: WindowTarget,
     segments: u32,
     mss: u32,
     withheld: u64,
@@ -92,7 +168,9 @@ pub fn receive_buffer(
 ) -> Option<Advice> {
     let window = u64::from(segments) * u64::from(mss);
     let wanted = window.saturating_add(withheld);
-    let sk_rcvbuf = space_rule.space_for_window(wanted)?;
+    let for_window = space_rule.space_for_window(wanted)?;
+    let (scale, for_scale) = handshake_scale(window, space_rule)?;
+    let sk_rcvbuf = for_window.max(for_scale);
     // Beyond what an i64 of buffer offers (a damaged recording's numbers),
     // or no more than the buffer already had (`largest_rcvbuf`): no advice.
     if (space_rule.win_from_space(sk_rcvbuf as i64) as u64) < wanted
@@ -102,17 +180,20 @@ pub fn receive_buffer(
     }
     let so_rcvbuf = sk_rcvbuf.div_ceil(2);
     let needs_window_scaling = rcv_wscale == 0 && window > 65535;
-    // The kernel picks the scale from the buffer at the handshake
-    // (tcp_select_initial_window): this buffer, set then, picks one that fits.
     let ceiling = 65535u64 << rcv_wscale.min(14);
     let handshake_ceiling = (rcv_wscale > 0 && window > ceiling).then_some(ceiling);
-    let scale_note = match handshake_ceiling {
-        _ if needs_window_scaling => "; and window scaling, as it exceeds 65535".to_string(),
-        Some(c) => format!(
-            "; set before listen()/connect(): the window scale {rcv_wscale} fixed at the \
-             handshake stops windows at 65535 << {rcv_wscale} = {c} B"
+    let scale_note = match (needs_window_scaling || handshake_ceiling.is_some(), scale) {
+        (false, _) => String::new(),
+        (true, s) => format!(
+            "; set before listen()/connect(), window scaling on: the scale the handshake \
+             picks from this buffer, {s} (this connection's: {rcv_wscale}), lets windows reach \
+             65535 << {s} = {} B{}",
+            65535u64 << s,
+            match for_scale > for_window {
+                true => format!(" (for the window alone, sk_rcvbuf {for_window} B)"),
+                false => String::new(),
+            }
         ),
-        None => String::new(),
     };
     let with_withheld = if withheld > 0 {
         format!(
@@ -123,8 +204,9 @@ pub fn receive_buffer(
         String::new()
     };
     let message = format!(
-        "a window of {segments} × {mss} B = {window} B{with_withheld} needs sk_rcvbuf ≥ {sk_rcvbuf} B at {}: \
+        "{}a window of {segments} × {mss} B = {window} B{with_withheld} needs sk_rcvbuf ≥ {sk_rcvbuf} B at {}: \
          SO_RCVBUF {so_rcvbuf} (doubled by the kernel) or tcp_rmem {sk_rcvbuf}{scale_note}",
+        target.words(),
         space_rule.describe(),
     );
     let (scaling_ratio, adv_win_scale) = match space_rule {
@@ -132,6 +214,11 @@ pub fn receive_buffer(
         SpaceRule::AdvWinScale(a) => (0, Some(a)),
     };
     Some(Advice::ReceiveBuffer {
+        target: target.name(),
+        sender_cwnd: match target {
+            WindowTarget::SenderCwnd { cwnd, .. } => Some(cwnd),
+            _ => None,
+        },
         segments,
         window,
         withheld,
@@ -142,8 +229,24 @@ pub fn receive_buffer(
         tcp_rmem: sk_rcvbuf,
         needs_window_scaling,
         handshake_ceiling,
+        window_scale: scale,
         message,
     })
+}
+
+/// The window scale a `window` needs, and the least `sk_rcvbuf` from which
+/// the handshake picks it: `tcp_select_initial_window()` takes the ilog2 of
+/// the full space (at the ratio of a socket no data has reached), minus 15,
+/// where SO_RCVBUF is set; every window is at most `65535 << scale`.
+fn handshake_scale(window: u64, space_rule: SpaceRule) -> Option<(u8, u64)> {
+    let scale = (0..=14u8).find(|&s| 65535u64 << s >= window).unwrap_or(14);
+    match scale {
+        0 => Some((0, 0)),
+        s => Some((
+            s,
+            space_rule.at_handshake().space_for_window(1 << (15 + s))?,
+        )),
+    }
 }
 
 /// The reader, not the buffer: see [`Advice::Reader`].
@@ -265,7 +368,15 @@ mod tests {
             adv_win_scale,
             message,
             ..
-        }) = receive_buffer(4, 8948, 0, SpaceRule::AdvWinScale(1), 0, 0)
+        }) = receive_buffer(
+            WindowTarget::FreeSpace,
+            4,
+            8948,
+            0,
+            SpaceRule::AdvWinScale(1),
+            0,
+            0,
+        )
         else {
             panic!()
         };
@@ -286,7 +397,15 @@ mod tests {
             so_rcvbuf,
             needs_window_scaling,
             ..
-        }) = receive_buffer(4, 8948, 0, SpaceRule::Ratio(234), 0, 0)
+        }) = receive_buffer(
+            WindowTarget::FreeSpace,
+            4,
+            8948,
+            0,
+            SpaceRule::Ratio(234),
+            0,
+            0,
+        )
         else {
             panic!()
         };
@@ -300,31 +419,97 @@ mod tests {
         let Some(Advice::ReceiveBuffer {
             needs_window_scaling,
             ..
-        }) = receive_buffer(8, 8948, 0, SpaceRule::Ratio(234), 0, 0)
+        }) = receive_buffer(
+            WindowTarget::FreeSpace,
+            8,
+            8948,
+            0,
+            SpaceRule::Ratio(234),
+            0,
+            0,
+        )
         else {
             panic!()
         };
         assert!(needs_window_scaling);
-        assert!(receive_buffer(4, 8948, 0, SpaceRule::Ratio(0), 0, 0).is_none());
+        assert!(receive_buffer(
+            WindowTarget::FreeSpace,
+            4,
+            8948,
+            0,
+            SpaceRule::Ratio(0),
+            0,
+            0
+        )
+        .is_none());
     }
 
+    /// The link's bandwidth × delay where known; else the sender's cwnd
+    /// while the window held it back, where more than the free space; else
+    /// one segment more than the free space.
+    #[test]
+    fn the_window_sized_for() {
+        use WindowTarget::*;
+        let of = WindowTarget::of;
+        let bdp = Some("bandwidth_delay");
+        let free = Some("free_space");
+        assert_eq!(
+            of(bdp, Some(900_000), Some(186), 1448),
+            BandwidthDelay { window: 900_000 }
+        );
+        let cwnd = SenderCwnd {
+            cwnd: 186,
+            mss: 1448,
+        };
+        assert_eq!(of(free, Some(29303), Some(186), 1448), cwnd);
+        assert_eq!(cwnd.window(), Some(269_328));
+        assert_eq!(of(free, Some(300_000), Some(186), 1448), FreeSpace);
+        assert_eq!(of(free, Some(29303), None, 1448), FreeSpace);
+        assert_eq!(FreeSpace.window(), None);
+    }
+
+    /// wscale 2: windows stop at 65535 << 2 = 262140 B; 200 × 1448 = 289600 B
+    /// is above, and needs scale 3: the handshake picks it from a full space
+    /// of 2^18 at the ratio 128 of a socket no data reached, sk_rcvbuf
+    /// 524288 (the window alone needs 316828 at the measured 234; the lab's
+    /// 305924, SO_RCVBUF 152962, got scale 2 and windows of 262140 B).
     #[test]
     fn buffer_above_the_handshake_scale_names_it() {
-        // wscale 2: windows stop at 65535 << 2 = 262140 B; 200 × 1448 = 289600 B is above.
         let Some(Advice::ReceiveBuffer {
             handshake_ceiling,
+            window_scale,
+            sk_rcvbuf,
             message,
             ..
-        }) = receive_buffer(200, 1448, 0, SpaceRule::Ratio(234), 2, 0)
+        }) = receive_buffer(
+            WindowTarget::FreeSpace,
+            200,
+            1448,
+            0,
+            SpaceRule::Ratio(234),
+            2,
+            0,
+        )
         else {
             panic!()
         };
         assert_eq!(handshake_ceiling, Some(262140));
-        assert!(message.contains("65535 << 2 = 262140 B"), "{message}");
+        assert_eq!((window_scale, sk_rcvbuf), (3, 524288));
+        assert_eq!(SpaceRule::Ratio(128).win_from_space(524288), 1 << 18);
+        assert!(message.contains("65535 << 3 = 524280 B"), "{message}");
+        assert!(message.contains("this connection's: 2"), "{message}");
         // 100 × 1448 = 144800 B fits under it.
         let Some(Advice::ReceiveBuffer {
             handshake_ceiling, ..
-        }) = receive_buffer(100, 1448, 0, SpaceRule::Ratio(234), 2, 0)
+        }) = receive_buffer(
+            WindowTarget::FreeSpace,
+            100,
+            1448,
+            0,
+            SpaceRule::Ratio(234),
+            2,
+            0,
+        )
         else {
             panic!()
         };

@@ -15,6 +15,9 @@ pub const ICSK_ACK_NOMEM: u8 = 32;
 /// The largest value of the 16-bit header field.
 const MAX_HEADER_WINDOW: u32 = 65535;
 
+/// `scaling_ratio` of a socket no data has reached yet (include/net/tcp.h).
+const TCP_DEFAULT_SCALING_RATIO: u8 = 1 << (TCP_RMEM_TO_WIN_SCALE - 1);
+
 /// How `tcp_win_from_space()` turns bytes of buffer into bytes of window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpaceRule {
@@ -52,6 +55,15 @@ impl SpaceRule {
             }
             SpaceRule::AdvWinScale(a) if a <= 0 => space >> (-i32::from(a)).min(63),
             SpaceRule::AdvWinScale(a) => space - (space >> a.min(63)),
+        }
+    }
+
+    /// The rule at a handshake, before any data was measured: 6.7+ starts
+    /// every socket at `TCP_DEFAULT_SCALING_RATIO` (128, half the buffer).
+    pub fn at_handshake(self) -> SpaceRule {
+        match self {
+            SpaceRule::Ratio(_) => SpaceRule::Ratio(TCP_DEFAULT_SCALING_RATIO),
+            rule @ SpaceRule::AdvWinScale(_) => rule,
         }
     }
 

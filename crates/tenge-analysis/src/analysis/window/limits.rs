@@ -428,6 +428,9 @@ pub(super) struct LimitTracker {
     marks: [Mark; BUCKETS + 1],
     mark_next: usize,
     marks_filled: usize,
+    /// The largest `snd_cwnd` while the receive window held the sender back:
+    /// the window that would have let the congestion window rule instead.
+    pub rwnd_limited_cwnd: u32,
 }
 
 impl LimitTracker {
@@ -441,6 +444,7 @@ impl LimitTracker {
             marks: [Mark::default(); BUCKETS + 1],
             mark_next: 0,
             marks_filled: 0,
+            rwnd_limited_cwnd: 0,
         }
     }
 
@@ -502,6 +506,9 @@ impl LimitTracker {
                 let limit = self.state.limit();
                 let ns = &mut self.ns[limit as usize];
                 *ns = ns.saturating_add(ts_ns - last);
+                if limit == Limit::Rwnd {
+                    self.rwnd_limited_cwnd = self.rwnd_limited_cwnd.max(self.state.snd_cwnd);
+                }
                 self.recent.add(last, ts_ns, limit);
             }
         }

@@ -53,6 +53,12 @@ const LIMIT_KINDS: [AlertKind; 3] = [
 
 /// The size in bytes of what a limit alert is about: the peer's window the
 /// sender waited on, the congestion window or the send buffer.
+/// A sender's rwnd-limited share of its busy time (the report's) and its
+/// largest cwnd meanwhile.
+fn rwnd_limited(limits: &LimitTracker, hz: Option<u32>) -> (f64, u32) {
+    (limits.shares(hz).rwnd, limits.rwnd_limited_cwnd)
+}
+
 fn limited_bytes(kind: AlertKind, s: &SenderState, held_wnd: u32) -> u64 {
     match kind {
         AlertKind::RwndLimited => u64::from(held_wnd),
@@ -1344,6 +1350,7 @@ impl WindowAnalyzer {
         let peer_index = self.flows[i].peer;
         let peer_view = peer_index.map(|p| self.flows[p].view());
         let peer_cookie = peer_index.map(|p| self.flows[p].cookie);
+        let peer_rwnd_limited = peer_index.map(|p| rwnd_limited(&self.flows[p].limits, hz));
         let cfg = self.cfg.clone();
         let flow = &mut self.flows[i];
         let peer = peer_view.unwrap_or_default();
@@ -1448,7 +1455,18 @@ impl WindowAnalyzer {
                     largest_rcvbuf,
                 ));
             } else if receive_flagged && rcv_mss > 0 {
-                let wanted = ideal_window.unwrap_or(free as u64);
+                // The data's sender, as its limits saw it.
+                let (rwnd_share, cwnd) = match sending {
+                    true => rwnd_limited(&flow.limits, hz),
+                    false => peer_rwnd_limited.unwrap_or_default(),
+                };
+                let target = advice::WindowTarget::of(
+                    ideal_window_source,
+                    ideal_window,
+                    (rwnd_share >= threshold).then_some(cwnd),
+                    effective_sender_mss,
+                );
+                let wanted = target.window().unwrap_or(free as u64);
                 let segments = (wanted.div_ceil(u64::from(rcv_mss)) as u32)
                     .max((free as u64 / u64::from(rcv_mss)) as u32 + 1);
                 // What the buffer withheld from windows on average (data
@@ -1458,6 +1476,7 @@ impl WindowAnalyzer {
                 // about twice its payload) the trace does not carry.
                 let withheld = (withheld as u64).max(2 * u64::from(rcv_mss));
                 advice.extend(advice::receive_buffer(
+                    target,
                     segments,
                     rcv_mss,
                     withheld,

@@ -872,6 +872,54 @@ fn cwnd_limited_alone_gets_no_receive_buffer_advice() {
     assert_eq!((ceiling_bps, acked_bps), (1_431_680.0, Some(1_431_680.0)));
 }
 
+/// A sender the receive window holds back (4 × 8948 B in flight, all it
+/// offers; more written) with a cwnd of 12: the buffer advised is for a
+/// window of those 12 segments, not one more than the free space (the
+/// rwnd-limited lab's SO_RCVBUF 16384 drew 18936, and the limit stayed),
+/// with the window scale 1 that window needs.
+#[test]
+fn rwnd_limited_sender_gets_a_buffer_for_its_cwnd() {
+    let (s, r) = (&SENDER, &RECEIVER);
+    let free = 4 * 8948;
+    let at = |ms: u32| {
+        let una = ms / 100 * free;
+        tt_tcp_rcv {
+            snd_cwnd: 12,
+            packets_out: 4,
+            srtt_us: 100_000,
+            ..ack(una, una + free, una + free, 1_000_000_000, free as u16)
+        }
+    };
+    let receiver = |ms: u32| paper_adv(131072 - 2 * free, 1000 + ms * 1000, free);
+    let events = [
+        s.rcv(0, at(0)),
+        r.adv(0, receiver(0)),
+        r.adv(100 * MS, receiver(100)),
+        s.rcv(100 * MS, at(100)),
+        s.rcv(200 * MS, at(200)),
+    ];
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    assert_eq!(kinds(&alerts), [(100, "rwnd_limited")]);
+    let Some(Advice::ReceiveBuffer {
+        target,
+        sender_cwnd,
+        segments,
+        window,
+        window_scale,
+        ..
+    }) = report.flows[0]
+        .advice
+        .iter()
+        .find(|a| matches!(a, Advice::ReceiveBuffer { .. }))
+    else {
+        panic!("{:?}", report.flows[0].advice)
+    };
+    assert_eq!(
+        (*target, *sender_cwnd, *segments, *window, *window_scale),
+        ("sender_cwnd", Some(12), 12, 12 * 8948, 1)
+    );
+}
+
 /// The paper's receiver (windows of 3 × 8948 B, 18.6 % lost to rounding,
 /// flagged at 10 %) with 60000 B received and not yet read at each window;
 /// `read_after_ms`: a read 1 ms later takes them all, reporting `sk_rcvbuf`.
