@@ -98,8 +98,9 @@ pub enum WindowTarget {
     /// The link's bandwidth × the min RTT.
     BandwidthDelay { window: u64 },
     /// The sender's largest cwnd (of `mss` segments) while the receive
-    /// window held it back: a window that large lets the cwnd rule.
-    SenderCwnd { cwnd: u32, mss: u32 },
+    /// window held it back: a window that large lets the cwnd rule; at most
+    /// 65535 B without window scaling (`window`).
+    SenderCwnd { cwnd: u32, mss: u32, window: u64 },
     /// One segment more than the mean free space held.
     FreeSpace,
 }
@@ -108,17 +109,25 @@ impl WindowTarget {
     /// The bandwidth-delay window where the link's rate is known (`ideal`
     /// from "bandwidth_delay"), else the sender's `cwnd` while the receive
     /// window held it back where given and more than `ideal` (the free
-    /// space), else one segment more than the free space.
+    /// space), up to 65535 B without `window_scaling`, else one segment
+    /// more than the free space.
     pub fn of(
         source: Option<&str>,
         ideal: Option<u64>,
         cwnd: Option<u32>,
         mss: u32,
+        window_scaling: bool,
     ) -> WindowTarget {
-        match (source, ideal, cwnd) {
+        // Without a scale, whole segments up to 65535 B.
+        let largest = match window_scaling {
+            true => 65535 << 14,
+            false => 65535 / u64::from(mss.max(1)) * u64::from(mss),
+        };
+        let cwnd_window = cwnd.map(|c| (c, (u64::from(c) * u64::from(mss)).min(largest)));
+        match (source, ideal, cwnd_window) {
             (Some("bandwidth_delay"), Some(window), _) => WindowTarget::BandwidthDelay { window },
-            (_, _, Some(cwnd)) if u64::from(cwnd) * u64::from(mss) > ideal.unwrap_or(0) => {
-                WindowTarget::SenderCwnd { cwnd, mss }
+            (_, _, Some((cwnd, window))) if window > ideal.unwrap_or(0) => {
+                WindowTarget::SenderCwnd { cwnd, mss, window }
             }
             _ => WindowTarget::FreeSpace,
         }
@@ -127,8 +136,9 @@ impl WindowTarget {
     /// The window wanted, if not the free space's.
     pub fn window(self) -> Option<u64> {
         match self {
-            WindowTarget::BandwidthDelay { window } => Some(window),
-            WindowTarget::SenderCwnd { cwnd, mss } => Some(u64::from(cwnd) * u64::from(mss)),
+            WindowTarget::BandwidthDelay { window } | WindowTarget::SenderCwnd { window, .. } => {
+                Some(window)
+            }
             WindowTarget::FreeSpace => None,
         }
     }
@@ -146,9 +156,13 @@ impl WindowTarget {
             WindowTarget::BandwidthDelay { window } => {
                 format!("for the link's bandwidth × delay ({window} B), ")
             }
-            WindowTarget::SenderCwnd { cwnd, mss } => format!(
+            WindowTarget::SenderCwnd { cwnd, mss, window } => format!(
                 "for the sender's congestion window while the receive window held it back \
-                 ({cwnd} × {mss} B), "
+                 ({cwnd} × {mss} B{}), ",
+                match window < u64::from(cwnd) * u64::from(mss) {
+                    true => ", as much of it as a window without scaling holds",
+                    false => "",
+                }
             ),
             WindowTarget::FreeSpace => {
                 "for one segment more than the mean free space held, ".into()
@@ -453,18 +467,18 @@ mod tests {
         let of = WindowTarget::of;
         let bdp = Some("bandwidth_delay");
         let free = Some("free_space");
-        assert_eq!(
-            of(bdp, Some(900_000), Some(186), 1448),
-            BandwidthDelay { window: 900_000 }
-        );
-        let cwnd = SenderCwnd {
-            cwnd: 186,
-            mss: 1448,
-        };
-        assert_eq!(of(free, Some(29303), Some(186), 1448), cwnd);
+        let bdp_window = BandwidthDelay { window: 900_000 };
+        assert_eq!(of(bdp, Some(900_000), Some(186), 1448, true), bdp_window);
+        let cwnd = of(free, Some(29303), Some(186), 1448, true);
         assert_eq!(cwnd.window(), Some(269_328));
-        assert_eq!(of(free, Some(300_000), Some(186), 1448), FreeSpace);
-        assert_eq!(of(free, Some(29303), None, 1448), FreeSpace);
+        assert!(matches!(cwnd, SenderCwnd { cwnd: 186, .. }));
+        // Without window scaling, the whole segments of it up to 65535 B.
+        let unscaled = of(free, Some(29303), Some(186), 1448, false);
+        assert_eq!(unscaled.window(), Some(45 * 1448));
+        assert!(unscaled.words().contains("without scaling"));
+        assert_eq!(of(free, Some(65160), Some(186), 1448, false), FreeSpace);
+        assert_eq!(of(free, Some(300_000), Some(186), 1448, true), FreeSpace);
+        assert_eq!(of(free, Some(29303), None, 1448, true), FreeSpace);
         assert_eq!(FreeSpace.window(), None);
     }
 

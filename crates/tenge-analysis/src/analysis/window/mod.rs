@@ -451,6 +451,7 @@ impl Flow {
                 }
             }
             Body::TcpRcv(r) => {
+                self.rx.peer_wscale = r.snd_wscale;
                 self.limits.state.merge_tcp_rcv(r);
                 // The peer's window while the sender waited for this ACK.
                 let held_wnd = self.limits.state.snd_wnd;
@@ -916,6 +917,8 @@ struct DataReceiver {
     advmss: u16,
     space_rule: kernel::SpaceRule,
     rcv_wscale: u8,
+    /// The connection scales its windows: either end announced a scale.
+    window_scaling: bool,
     mean_free_space: f64,
     mean_withheld: f64,
     longest_held: Option<receiver::HeldWindow>,
@@ -932,6 +935,7 @@ impl DataReceiver {
             advmss: rx.advmss,
             space_rule: rx.space_rule,
             rcv_wscale: rx.rcv_wscale,
+            window_scaling: rx.rcv_wscale > 0 || rx.peer_wscale > 0,
             mean_free_space: r.mean_free_space,
             mean_withheld: r.mean_withheld,
             longest_held: r.longest_held,
@@ -1370,6 +1374,7 @@ impl WindowAnalyzer {
             advmss,
             space_rule: ratio,
             rcv_wscale: wscale,
+            window_scaling,
             mean_free_space: free,
             mean_withheld: withheld,
             longest_held: held,
@@ -1465,6 +1470,7 @@ impl WindowAnalyzer {
                     ideal_window,
                     (rwnd_share >= threshold).then_some(cwnd),
                     effective_sender_mss,
+                    window_scaling,
                 );
                 let wanted = target.window().unwrap_or(free as u64);
                 let segments = (wanted.div_ceil(u64::from(rcv_mss)) as u32)

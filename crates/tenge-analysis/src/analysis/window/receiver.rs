@@ -236,6 +236,9 @@ pub(super) struct ReceiverSide {
     pub rcv_nxt: u32,
     pub advmss: u16,
     pub rcv_wscale: u8,
+    /// The scale the peer announced (`snd_wscale` of our `tcp_rcv` events):
+    /// above 0, the connection scales its windows.
+    pub peer_wscale: u8,
     pub space_rule: SpaceRule,
     prior: Option<PriorOffer>,
     /// The `rcv_wnd` of our SYN, the offer standing at the first ACK.
@@ -267,6 +270,7 @@ impl Default for ReceiverSide {
             rcv_mss: 0,
             advmss: 0,
             rcv_wscale: 0,
+            peer_wscale: 0,
             space_rule: SpaceRule::default(),
             window_clamp: 0,
             rcv_nxt: 0,
