@@ -874,6 +874,16 @@ fn send_buffer_the_kernel_does_not_clock() {
     assert_eq!(l.sndbuf_source, "per_event");
 }
 
+/// The largest window the receiver of `run`'s first transfer offered.
+fn largest_offer(run: &Run) -> u32 {
+    let t = &run.transfers[0];
+    run.windows[&t.receiver_addr]
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0)
+}
+
 /// The advice checks out: rerun with the SO_RCVBUF the report advised, the
 /// receiver offers (on the wire) the window of whole segments it named.
 #[test]
@@ -892,14 +902,6 @@ fn advised_receive_buffer_gives_the_window_it_names() {
             } => Some((*window, *so_rcvbuf)),
             _ => None,
         })
-    };
-    let largest_offer = |run: &Run| {
-        let t = &run.transfers[0];
-        run.windows[&t.receiver_addr]
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(0)
     };
     // Flagged from 10 %: the lab's clamp loses 18 to 45 % of the free space
     // run to run, and at the default 20 % some runs give no advice to check.
@@ -974,14 +976,6 @@ fn advised_receive_buffer_offers_the_senders_cwnd() {
     let after = traced(&advised, 1);
     let (was, is) = (kernel_rwnd_share(&before), kernel_rwnd_share(&after));
     eprintln!("{message}\nkernel rwnd_limited: {was:.2} of busy time with SO_RCVBUF 16384 (cwnd {cwnd}), {is:.2} with {so_rcvbuf}");
-    let largest_offer = |run: &Run| {
-        let t = &run.transfers[0];
-        run.windows[&t.receiver_addr]
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(0)
-    };
     let (offered, offers) = (largest_offer(&before), largest_offer(&after));
     eprintln!("largest window {offered} -> {offers} B, {window} B advised");
     // The largest window, debug build, 7 runs: 0.88 to 1.76 of the one

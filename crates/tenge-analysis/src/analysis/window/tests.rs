@@ -823,26 +823,25 @@ fn time_weighted_sums_repeated_values_as_separate_sets() {
     );
 }
 
-/// Advice for a sender the congestion window limits, whose receiver offers
-/// whole segments (free 4 × 8948 B, advertised whole): what its window
-/// allowed, and no receive buffer, whose window already held more.
-#[test]
-fn cwnd_limited_alone_gets_no_receive_buffer_advice() {
+/// The free space of [`held_sender`]'s receiver, offered whole.
+const HELD_FREE: u32 = 4 * 8948;
+
+/// A sender with `cwnd`, `in_flight` segments of 8948 B in flight and
+/// acknowledged every srtt (100 ms), more written, and a receiver offering
+/// its free space of 4 segments whole: the alerts and the report.
+fn held_sender(cwnd: u32, in_flight: u32) -> (Vec<Alert>, WindowReport) {
     let (s, r) = (&SENDER, &RECEIVER);
-    let free = 4 * 8948;
-    // cwnd 2, both in flight and acknowledged every srtt (100 ms), more
-    // written: cwnd holds the data back at the rate it allows.
     let at = |ms: u32| {
-        let una = ms / 100 * 2 * 8948;
-        let flight = una + 2 * 8948;
+        let una = ms / 100 * in_flight * 8948;
+        let flight = una + in_flight * 8948;
         tt_tcp_rcv {
-            snd_cwnd: 2,
-            packets_out: 2,
+            snd_cwnd: cwnd,
+            packets_out: in_flight,
             srtt_us: 100_000,
-            ..ack(una, flight, flight, 1_000_000, free as u16)
+            ..ack(una, flight, flight, 1_000_000_000, HELD_FREE as u16)
         }
     };
-    let receiver = |ms: u32| paper_adv(131072 - 2 * free, 1000 + ms * 1000, free);
+    let receiver = |ms: u32| paper_adv(131072 - 2 * HELD_FREE, 1000 + ms * 1000, HELD_FREE);
     let events = [
         s.rcv(0, at(0)),
         r.adv(0, receiver(0)),
@@ -850,10 +849,19 @@ fn cwnd_limited_alone_gets_no_receive_buffer_advice() {
         s.rcv(100 * MS, at(100)),
         s.rcv(200 * MS, at(200)),
     ];
-    let (alerts, report) = run(WindowConfig::default(), &events);
+    run(WindowConfig::default(), &events)
+}
+
+/// Advice for a sender the congestion window limits, whose receiver offers
+/// whole segments (free 4 × 8948 B, advertised whole): what its window
+/// allowed, and no receive buffer, whose window already held more.
+#[test]
+fn cwnd_limited_alone_gets_no_receive_buffer_advice() {
+    // cwnd 2, both in flight: cwnd holds the data back at the rate it allows.
+    let (alerts, report) = held_sender(2, 2);
     assert_eq!(kinds(&alerts), [(100, "cwnd_limited")]);
     let sf = &report.flows[0];
-    assert_eq!(sf.window.chain.unwrap().usable, u64::from(free));
+    assert_eq!(sf.window.chain.unwrap().usable, u64::from(HELD_FREE));
     let kinds: Vec<_> = sf
         .advice
         .iter()
@@ -879,26 +887,7 @@ fn cwnd_limited_alone_gets_no_receive_buffer_advice() {
 /// much of it as a connection without window scaling offers: 7 segments.
 #[test]
 fn rwnd_limited_sender_gets_a_buffer_for_its_cwnd() {
-    let (s, r) = (&SENDER, &RECEIVER);
-    let free = 4 * 8948;
-    let at = |ms: u32| {
-        let una = ms / 100 * free;
-        tt_tcp_rcv {
-            snd_cwnd: 12,
-            packets_out: 4,
-            srtt_us: 100_000,
-            ..ack(una, una + free, una + free, 1_000_000_000, free as u16)
-        }
-    };
-    let receiver = |ms: u32| paper_adv(131072 - 2 * free, 1000 + ms * 1000, free);
-    let events = [
-        s.rcv(0, at(0)),
-        r.adv(0, receiver(0)),
-        r.adv(100 * MS, receiver(100)),
-        s.rcv(100 * MS, at(100)),
-        s.rcv(200 * MS, at(200)),
-    ];
-    let (alerts, report) = run(WindowConfig::default(), &events);
+    let (alerts, report) = held_sender(12, 4);
     assert_eq!(kinds(&alerts), [(100, "rwnd_limited")]);
     let Some(Advice::ReceiveBuffer {
         target,
