@@ -119,7 +119,7 @@ impl Pauses {
     /// to some), so that a window cut short weighs for its whole slices
     /// whether or not it was busy; where no event was traced, the time
     /// elapsed (`elapsed_ns`) over the time traced. None if nothing was.
-    /// (Scaling all by the times alone counted 4-9 % high where the probes
+    /// (Scaling all by the times alone counted 1-9 % high where the probes
     /// came back late to slices of idle time more than of the transfer's.)
     pub fn scale(&self, every: u32, elapsed_ns: u64) -> Option<f64> {
         let w = &self.windows;

@@ -51,14 +51,14 @@ const LIMIT_KINDS: [AlertKind; 3] = [
     AlertKind::SndbufLimited,
 ];
 
-/// The size in bytes of what a limit alert is about: the peer's window the
-/// sender waited on, the congestion window or the send buffer.
 /// A sender's rwnd-limited share of its busy time (the report's) and its
 /// largest cwnd meanwhile.
 fn rwnd_limited(limits: &LimitTracker, hz: Option<u32>) -> (f64, u32) {
     (limits.shares(hz).rwnd, limits.rwnd_limited_cwnd)
 }
 
+/// The size in bytes of what a limit alert is about: the peer's window the
+/// sender waited on, the congestion window or the send buffer.
 fn limited_bytes(kind: AlertKind, s: &SenderState, held_wnd: u32) -> u64 {
     match kind {
         AlertKind::RwndLimited => u64::from(held_wnd),
