@@ -884,7 +884,8 @@ fn cwnd_limited_alone_gets_no_receive_buffer_advice() {
 /// offers; more written) with a cwnd of 12: the buffer advised is for a
 /// window of those 12 segments, not one more than the free space (the
 /// rwnd-limited lab's SO_RCVBUF 16384 drew 18936, and the limit stayed), as
-/// much of it as a connection without window scaling offers: 7 segments.
+/// much of it as a connection without window scaling offers: 7 segments;
+/// and no MTU, its windows whole segments.
 #[test]
 fn rwnd_limited_sender_gets_a_buffer_for_its_cwnd() {
     let (alerts, report) = held_sender(12, 4);
@@ -906,6 +907,12 @@ fn rwnd_limited_sender_gets_a_buffer_for_its_cwnd() {
     assert_eq!(
         (*target, *sender_cwnd, *segments, *window, *window_scale),
         ("sender_cwnd", Some(12), 7, 7 * 8948, 0)
+    );
+    // Its windows lose nothing to rounding: no MTU to mend it.
+    let advice = &report.flows[0].advice;
+    assert!(
+        !advice.iter().any(|a| matches!(a, Advice::Mtu { .. })),
+        "{advice:?}"
     );
 }
 
