@@ -106,14 +106,13 @@ pub enum WindowTarget {
 }
 
 impl WindowTarget {
-    /// The bandwidth-delay window where the link's rate is known (`ideal`
-    /// from "bandwidth_delay"), else the sender's `cwnd` while the receive
-    /// window held it back where given and more than `ideal` (the free
-    /// space), up to 65535 B without `window_scaling`, else one segment
-    /// more than the free space.
+    /// The `bandwidth_delay` window where the link's rate is known, else
+    /// the sender's `cwnd` while the receive window held it back where given
+    /// and more than the `free` space, up to 65535 B without
+    /// `window_scaling`, else one segment more than the free space.
     pub fn of(
-        source: Option<&str>,
-        ideal: Option<u64>,
+        bandwidth_delay: Option<u64>,
+        free: u64,
         cwnd: Option<u32>,
         mss: u32,
         window_scaling: bool,
@@ -124,9 +123,9 @@ impl WindowTarget {
             false => 65535 / u64::from(mss.max(1)) * u64::from(mss),
         };
         let cwnd_window = cwnd.map(|c| (c, (u64::from(c) * u64::from(mss)).min(largest)));
-        match (source, ideal, cwnd_window) {
-            (Some("bandwidth_delay"), Some(window), _) => WindowTarget::BandwidthDelay { window },
-            (_, _, Some((cwnd, window))) if window > ideal.unwrap_or(0) => {
+        match (bandwidth_delay, cwnd_window) {
+            (Some(window), _) => WindowTarget::BandwidthDelay { window },
+            (None, Some((cwnd, window))) if window > free => {
                 WindowTarget::SenderCwnd { cwnd, mss, window }
             }
             _ => WindowTarget::FreeSpace,
@@ -465,20 +464,18 @@ mod tests {
     fn the_window_sized_for() {
         use WindowTarget::*;
         let of = WindowTarget::of;
-        let bdp = Some("bandwidth_delay");
-        let free = Some("free_space");
         let bdp_window = BandwidthDelay { window: 900_000 };
-        assert_eq!(of(bdp, Some(900_000), Some(186), 1448, true), bdp_window);
-        let cwnd = of(free, Some(29303), Some(186), 1448, true);
+        assert_eq!(of(Some(900_000), 29303, Some(186), 1448, true), bdp_window);
+        let cwnd = of(None, 29303, Some(186), 1448, true);
         assert_eq!(cwnd.window(), Some(269_328));
         assert!(matches!(cwnd, SenderCwnd { cwnd: 186, .. }));
         // Without window scaling, the whole segments of it up to 65535 B.
-        let unscaled = of(free, Some(29303), Some(186), 1448, false);
+        let unscaled = of(None, 29303, Some(186), 1448, false);
         assert_eq!(unscaled.window(), Some(45 * 1448));
         assert!(unscaled.words().contains("without scaling"));
-        assert_eq!(of(free, Some(65160), Some(186), 1448, false), FreeSpace);
-        assert_eq!(of(free, Some(300_000), Some(186), 1448, true), FreeSpace);
-        assert_eq!(of(free, Some(29303), None, 1448, true), FreeSpace);
+        assert_eq!(of(None, 65160, Some(186), 1448, false), FreeSpace);
+        assert_eq!(of(None, 300_000, Some(186), 1448, true), FreeSpace);
+        assert_eq!(of(None, 29303, None, 1448, true), FreeSpace);
         assert_eq!(FreeSpace.window(), None);
     }
 

@@ -1398,13 +1398,14 @@ impl WindowAnalyzer {
         } else {
             peer.srtt_us
         };
-        let (ideal_window, ideal_window_source) = match (cfg.link_bps, srtt) {
-            (Some(link), rtt) if rtt > 0 => (
-                Some(sender::ideal_window(link, rtt)),
-                Some("bandwidth_delay"),
-            ),
-            _ if free > 0.0 => (Some(free as u64), Some("free_space")),
-            _ => (None, None),
+        let bandwidth_delay = cfg
+            .link_bps
+            .filter(|_| srtt > 0)
+            .map(|link| sender::ideal_window(link, srtt));
+        let (ideal_window, ideal_window_source) = match bandwidth_delay {
+            Some(window) => (Some(window), Some("bandwidth_delay")),
+            None if free > 0.0 => (Some(free as u64), Some("free_space")),
+            None => (None, None),
         };
         let chain = held.map(|h| WindowChain::held(h, effective_sender_mss));
         // The RTT of the data this report is about, as the alerts take it.
@@ -1467,8 +1468,8 @@ impl WindowAnalyzer {
                     false => peer_rwnd_limited.unwrap_or_default(),
                 };
                 let target = advice::WindowTarget::of(
-                    ideal_window_source,
-                    ideal_window,
+                    bandwidth_delay,
+                    free as u64,
                     (rwnd_share >= threshold).then_some(cwnd),
                     effective_sender_mss,
                     window_scaling,
