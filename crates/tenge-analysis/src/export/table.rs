@@ -267,7 +267,9 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
             "  window chain (the window held longest): {} B free -> {} B advertised ({}) -> {} B usable (whole segments of the sender's MSS): {} lost",
             c.free_space,
             c.advertised,
-            c.shaped_by.map_or("as the receiver chose it", |class| class.describe()),
+            c.shaped_by
+                .map_or("as the receiver chose it", |class| class
+                    .describe(c.advertised > c.free_space)),
             c.usable,
             pct(c.compounded_loss_fraction)
         );

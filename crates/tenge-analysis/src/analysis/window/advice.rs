@@ -73,7 +73,7 @@ pub enum Advice {
     /// `srtt_us` the ACKs' srtt averaged harmonically by window and time, so
     /// that `window` over `srtt_us` is `ceiling_bps`), beside the rate
     /// acknowledged; at a receiver, its mean advertised window over the
-    /// data's srtt.
+    /// data's srtt, beside the rate that arrived in order.
     ThroughputCeiling {
         window: u64,
         srtt_us: u32,
@@ -280,19 +280,30 @@ pub fn reader(mean_unread: f64, unread_over_window_fraction: f64, largest_rcvbuf
     }
 }
 
-/// A receiver's: its mean advertised `window` over the data's srtt.
-pub fn throughput_ceiling(window: u64, srtt_us: u32) -> Option<Advice> {
+/// A receiver's: its mean advertised `window` over the data's srtt, and
+/// what arrived in order meanwhile (`received_bps`, 0 when nothing did).
+/// One srtt for the whole time: where the round trips were shorter while
+/// the window was open (a stalled flow's ACKs wait on its reader), more
+/// arrives than the mean window over it allows, and the message says so.
+pub fn throughput_ceiling(window: u64, srtt_us: u32, received_bps: f64) -> Option<Advice> {
     let ceiling_bps = bps(window as f64, f64::from(srtt_us))?;
+    let beyond = if received_bps > ceiling_bps * BEYOND_CEILING {
+        " (more than that: the round trips were shorter than this srtt, the data's \
+         sender's latest, while the window was open)"
+    } else {
+        ""
+    };
     let message = format!(
-        "a {window} B window at srtt {} allows at most {}",
+        "a {window} B window at srtt {} allows at most {}, and {} arrived in order{beyond}",
         duration(u64::from(srtt_us) * 1000),
-        rate(ceiling_bps)
+        rate(ceiling_bps),
+        rate(received_bps)
     );
     Some(Advice::ThroughputCeiling {
         window,
         srtt_us,
         ceiling_bps,
-        acked_bps: None,
+        acked_bps: Some(received_bps),
         message,
     })
 }
@@ -530,12 +541,31 @@ mod tests {
     #[test]
     fn ceiling() {
         // 26844 B per 100 µs = 2.147 Gb/s.
-        let Some(Advice::ThroughputCeiling { ceiling_bps, .. }) = throughput_ceiling(26844, 100)
+        let Some(Advice::ThroughputCeiling { ceiling_bps, .. }) =
+            throughput_ceiling(26844, 100, 0.0)
         else {
             panic!()
         };
         assert_eq!(ceiling_bps, 26844.0 * 8.0 * 1e4);
-        assert!(throughput_ceiling(26844, 0).is_none());
+        assert!(throughput_ceiling(26844, 0, 0.0).is_none());
+        // The sws-stall lab over IPv6 at MTU 9000: 1893 B at the sender's
+        // last srtt, 71.8 ms, allow 210.9 kb/s where 2.8 Mb/s arrived.
+        let Some(Advice::ThroughputCeiling {
+            acked_bps, message, ..
+        }) = throughput_ceiling(1893, 71_800, 2.8e6)
+        else {
+            panic!()
+        };
+        assert_eq!(acked_bps, Some(2.8e6));
+        assert!(
+            message.contains("2.8 Mb/s arrived in order (more than that"),
+            "{message}"
+        );
+        let Some(Advice::ThroughputCeiling { message, .. }) = throughput_ceiling(1893, 71_800, 2e5)
+        else {
+            panic!()
+        };
+        assert!(!message.contains("more than that"), "{message}");
     }
 
     #[test]

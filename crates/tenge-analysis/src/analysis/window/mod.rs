@@ -1495,7 +1495,11 @@ impl WindowAnalyzer {
             }
             advice.extend(match &window.send {
                 Some(send) => advice::send_ceiling(send),
-                None => advice::throughput_ceiling(window.receive.mean_advertised as u64, srtt_now),
+                None => advice::throughput_ceiling(
+                    window.receive.mean_advertised as u64,
+                    srtt_now,
+                    window.receive.received_bps,
+                ),
             });
             // The kernel rounds to the MSS only unscaled windows; a scaled
             // one is aligned to 1 << wscale, which no MTU changes. And only

@@ -38,13 +38,16 @@ pub enum WindowClass {
 }
 
 impl WindowClass {
-    /// What the rule did to the free space, for a person.
-    pub fn describe(self) -> &'static str {
+    /// What the rule did to the free space, for a person; `above_free`: the
+    /// window came out above it (ALIGN rounds a scaled window up, unless less
+    /// than half the buffer was free, where the space is rounded down first).
+    pub fn describe(self, above_free: bool) -> &'static str {
         match self {
             WindowClass::MssRounded => {
                 "the free space (at most rcv_ssthresh) rounded down to the receiver's MSS estimate"
             }
-            WindowClass::WscaleAligned => "aligned down to the window scale",
+            WindowClass::WscaleAligned if above_free => "aligned up to the window scale",
+            WindowClass::WscaleAligned => "rounded down to the window scale",
             WindowClass::SwsZero => "zero by silly-window avoidance",
             WindowClass::MemPressureZero => "zero under memory pressure",
             WindowClass::NeverShrinkResidual => "what was left of an earlier offer",
@@ -222,6 +225,9 @@ pub struct ReceiveWindow {
     pub unread_over_window_fraction: f64,
     /// The largest `sk_rcvbuf` seen: what autotuning (or SO_RCVBUF) gave.
     pub largest_rcvbuf: u32,
+    /// What arrived in order (`rcv_nxt` advanced) over the time the means
+    /// cover, in bits/s: the rate beside the window's ceiling.
+    pub received_bps: f64,
 }
 
 /// Per-event loss history for the `mss_clamp` alert: the last `LOSS_EVENTS` windows.
@@ -255,6 +261,8 @@ pub(super) struct ReceiverSide {
     /// free space, advertised, sender-usable, lost, withheld; bytes not
     /// yet read, and 1 while they exceed the window advertised.
     means: TimeWeighted<7>,
+    /// Bytes `rcv_nxt` advanced by between windows the means hold across.
+    bytes_received_held: u64,
     /// The window being held (since when), and the longest one held before it.
     held: Option<(HeldWindow, u64)>,
     longest_held: Option<HeldWindow>,
@@ -276,6 +284,7 @@ impl Default for ReceiverSide {
             rcv_nxt: 0,
             report: ReceiveWindow::default(),
             means: TimeWeighted::default(),
+            bytes_received_held: 0,
             held: None,
             longest_held: None,
             loss_ring: [(0, 0); LOSS_EVENTS],
@@ -354,6 +363,9 @@ impl ReceiverSide {
         self.rcv_wscale = w.rcv_wscale;
         self.space_rule = state.space_rule;
         self.window_clamp = w.window_clamp;
+        if self.means.holding() {
+            self.bytes_received_held += u64::from(w.rcv_nxt.wrapping_sub(self.rcv_nxt));
+        }
         self.rcv_nxt = w.rcv_nxt;
 
         let (class, lost) = classify(&selection);
@@ -524,6 +536,7 @@ impl ReceiverSide {
             r.mean_sender_usable = usable;
             r.mean_bytes_lost = lost;
             r.mean_withheld = withheld;
+            r.received_bps = self.bytes_received_held as f64 * 8e9 / self.means.held_ns() as f64;
             if free > 0.0 {
                 r.rounding_loss_fraction = lost / free;
                 r.compounded_loss_fraction = (1.0 - usable / free).max(0.0);
@@ -687,6 +700,12 @@ mod tests {
             .on_window_adv(0, &adv(29340, 1, 1000, 92990, 92990), 8948)
             .unwrap();
         assert_eq!(c.class, WindowClass::WscaleAligned);
+        // ALIGN(92989, 2): one byte above the free space, aligned up.
+        assert_eq!((c.free, c.header), (92989, 92990));
+        assert_eq!(
+            c.class.describe(u64::from(c.header) > c.free),
+            "aligned up to the window scale"
+        );
         // 92159 B arrive unread: rcv_nxt 93159 → cur_win = 93990 − 93159 = 831;
         // free 2464 → proposal 0 → never shrink: ALIGN(831, 2) = 832 stored and sent.
         let c = rx
@@ -810,5 +829,21 @@ mod tests {
             (27001.0, 26844.0, 17920.0)
         );
         assert!((r.compounded_loss_fraction - (1.0 - 17920.0 / 27001.0)).abs() < 1e-12);
+        // rcv_nxt advanced 31 × 26844 B between the windows the means hold
+        // across (the first only starts them), over their 32 µs.
+        assert_eq!(r.received_bps, 31.0 * 26844.0 * 8e9 / 32_000.0);
+    }
+
+    #[test]
+    fn what_arrives_across_a_pause_is_no_rate() {
+        let mut rx = ReceiverSide::default();
+        rx.on_window_adv(0, &adv(101532, 0, 1000, 26844, 26844), 8960);
+        rx.on_window_adv(1000, &adv(101532, 0, 2000, 26844, 26844), 8960);
+        rx.pause(2000);
+        // 1 MB arrived while nothing was traced: neither its bytes nor its time count.
+        rx.on_window_adv(9000, &adv(101532, 0, 1_002_000, 26844, 26844), 8960);
+        rx.on_window_adv(10_000, &adv(101532, 0, 1_003_000, 26844, 26844), 8960);
+        let r = rx.report(11_000);
+        assert_eq!(r.received_bps, 2000.0 * 8e9 / 4000.0);
     }
 }
