@@ -402,7 +402,10 @@ impl PathAnalyzer {
             Body::DevXmit(p) => f.tx.on_xmit(ts, skb, cpu, p, ctx),
             Body::RxEntry(p) => f.rx.on_entry(ts, p, ctx),
             Body::NetifReceive(p) => f.rx.on_netif_receive(ts, p, ctx),
-            Body::TcpRcv(b) => f.rx.on_tcp_rcv(ts, b, ctx),
+            Body::TcpRcv(b) => {
+                f.tx.on_ack(ts, b);
+                f.rx.on_tcp_rcv(ts, b, ctx)
+            }
             Body::DataReady(b) => f.rx.on_data_ready(ts, b),
             Body::CopyDatagram(b) => f.rx.on_copy(ts, b),
             Body::AppRead(b) => f.rx.on_app_read(ts, b, ctx),

@@ -61,6 +61,8 @@ mod tx {
         pub snd_wnd: u32,
         /// Before this skb.
         pub packets_out: u32,
+        /// What the application had written (0: unknown, nothing waits).
+        pub write_seq: u32,
     }
 
     pub fn queue(ts: u64, skb: u64, seq: u32, len: u32, gso_segs: u16, s: State) -> Event {
@@ -74,6 +76,7 @@ mod tx {
             snd_cwnd: s.snd_cwnd,
             snd_wnd: s.snd_wnd,
             packets_out: s.packets_out,
+            write_seq: s.write_seq,
             mss_cache: MSS,
             ..Default::default()
         };
@@ -81,6 +84,22 @@ mod tx {
             hdr(ts, SENDER, RECEIVER, skb, TX_COOKIE),
             Body::WindowAdv(body),
         )
+    }
+
+    /// An ACK reaching the sending socket, with the state TCP had before it.
+    pub fn ack(ts: u64, ack: u32, s: State) -> Event {
+        let body = tt_tcp_rcv {
+            ack,
+            snd_una: s.snd_una,
+            snd_nxt: s.snd_nxt,
+            snd_cwnd: s.snd_cwnd,
+            snd_wnd: s.snd_wnd,
+            packets_out: s.packets_out,
+            write_seq: s.write_seq,
+            mss_cache: MSS,
+            ..Default::default()
+        };
+        Event::new(hdr(ts, SENDER, RECEIVER, 0, TX_COOKIE), Body::TcpRcv(body))
     }
 
     fn pkt(seq: u32, len: u32) -> tt_pkt {
@@ -263,6 +282,7 @@ fn tx_hold_events() -> Vec<Event> {
         snd_cwnd,
         snd_wnd,
         packets_out,
+        ..Default::default()
     };
     vec![
         // At once: written at 10 µs, queued 5 µs later.
@@ -327,6 +347,7 @@ fn a_large_write_drained_by_rwnd_is_held_by_rwnd() {
             snd_cwnd: 30,
             snd_wnd: 4 * MSS,
             packets_out: (seq - snd_una) / MSS,
+            ..Default::default()
         };
         // The first window's worth leaves at once.
         let ts = if k < 4 {
@@ -342,6 +363,72 @@ fn a_large_write_drained_by_rwnd_is_held_by_rwnd() {
     assert!(report.paths.iter().all(|p| p.path != "held_cwnd"));
 }
 
+/// A slow reader's zero window, reopened wide by a read (the healthy lab
+/// with a slow reader at MTU 9000): what waited behind it leaves with both
+/// windows open, yet waited longest for the window to reach past it.
+#[test]
+fn a_window_reopened_wide_held_what_waited_for_it() {
+    let mut events = vec![tx::sendmsg(0, 1000, 1000)];
+    let open = |snd_una, snd_nxt, packets_out| tx::State {
+        snd_una,
+        snd_nxt,
+        snd_cwnd: 30,
+        snd_wnd: 100 * MSS,
+        packets_out,
+        write_seq: 11_000,
+    };
+    // Two segments fill a window of two at once.
+    for k in 0..2u32 {
+        let mut s = open(1000, 1000 + k * MSS, k);
+        s.snd_wnd = 2 * MSS;
+        events.push(tx::queue(
+            10_000,
+            0x1000 + u64::from(k),
+            1000 + k * MSS,
+            MSS,
+            1,
+            s,
+        ));
+    }
+    // Their ACK closes it; a second later a read reopens it to 100 segments.
+    let mut before = open(1000, 3000, 2);
+    before.snd_wnd = 2 * MSS;
+    events.push(tx::ack(50_000, 3000, before));
+    let mut zero = open(3000, 3000, 0);
+    zero.snd_wnd = 0;
+    events.push(tx::ack(1_000_000_000, 3000, zero));
+    for k in 2..10u32 {
+        let seq = 1000 + k * MSS;
+        let s = open(3000, seq, k - 2);
+        events.push(tx::queue(
+            1_000_010_000,
+            0x1000 + u64::from(k),
+            seq,
+            MSS,
+            1,
+            s,
+        ));
+    }
+    // Then a write that goes at once, past an ACK that held nothing back,
+    // and one held with both windows open: pacing, TSQ or autocork.
+    events.push(tx::sendmsg(1_100_000_000, 11_000, 3000));
+    let written = |s| tx::State {
+        write_seq: 12_000,
+        ..s
+    };
+    events.push(tx::ack(
+        1_100_000_100,
+        11_000,
+        written(open(3000, 11_000, 8)),
+    ));
+    let s = written(open(11_000, 11_000, 0));
+    events.push(tx::queue(1_300_000_000, 0x2000, 11_000, MSS, 1, s));
+    let report = run(PathConfig::default(), &events);
+    assert_eq!(path(&report, "tx", "at_once").packets, 2);
+    assert_eq!(path(&report, "tx", "held_rwnd").packets, 8);
+    assert_eq!(path(&report, "tx", "held_pacing_tsq").packets, 1);
+}
+
 #[test]
 fn tx_fclone_matches_the_write_by_seq() {
     // sendmsg appends to the rtx-queue skb at 0x...1000; net_dev_queue and the
@@ -353,6 +440,7 @@ fn tx_fclone_matches_the_write_by_seq() {
         snd_cwnd: 10,
         snd_wnd: 65535,
         packets_out: 0,
+        ..Default::default()
     };
     let events = [
         tx::sendmsg(1_000, 1000, 1000),
@@ -377,6 +465,7 @@ fn tx_gso_counts_each_segment_with_its_own_write() {
         snd_cwnd: 10,
         snd_wnd: 65535,
         packets_out: 0,
+        ..Default::default()
     };
     let events = [
         tx::sendmsg(20_000, 10_000, 10_000),
@@ -786,6 +875,7 @@ fn sampling_counts_tx_segments_by_their_first_byte() {
         snd_cwnd: 10,
         snd_wnd: 65535,
         packets_out: 0,
+        ..Default::default()
     };
     let every = 4;
     let events = vec![
@@ -902,6 +992,7 @@ fn two_flows() -> PathReport {
         snd_cwnd: 10,
         snd_wnd: 65535,
         packets_out: 0,
+        ..Default::default()
     };
     let mut events = vec![
         tx::sendmsg(1_000, 1000, 1000),
@@ -1041,6 +1132,7 @@ fn tx_retransmits_and_unseen_writes() {
         snd_cwnd: 10,
         snd_wnd: 65535,
         packets_out: 0,
+        ..Default::default()
     };
     let events = [
         // No sendmsg before the trace started: [3000, 4000) is new data of an unseen write.
@@ -1077,6 +1169,7 @@ fn throughput() {
             snd_cwnd: 10,
             snd_wnd: 65535,
             packets_out: 0,
+            ..Default::default()
         };
         events.push(tx::sendmsg(t, seq, seq));
         events.push(tx::queue(t + 1_000, 0x200, seq, MSS, 1, s));

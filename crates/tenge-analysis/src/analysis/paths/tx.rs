@@ -21,7 +21,7 @@
 use super::stats::{hold, PathId, TX_STAGE_DRIVER, TX_STAGE_QDISC, TX_STAGE_TCP};
 use super::{seq_after, seq_before, Ctx};
 use crate::event::sampled_byte;
-use crate::event::{tt_pkt, tt_sendmsg, tt_window_adv};
+use crate::event::{tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
 use std::collections::VecDeque;
 
 /// One `tcp_sendmsg_locked` iteration.
@@ -51,12 +51,63 @@ struct QueuedSkb {
     tcp_measured: u16,
 }
 
+/// When the peer's window (`snd_una + snd_wnd`) ended short of what the
+/// application had written, and where: a segment past such an end waited
+/// for the window at least until then. Two points of that history, ends
+/// rising: the first time it fell short since the oldest unsent write (a
+/// zero window's last probe before a slow reader's read reopened it), and
+/// the latest (the ACK that released a segment in a window-limited flow).
+/// Where a later point was dropped between them, a segment counts its wait
+/// from the first: less than it waited. Two, not the history: a flow's
+/// state stays small and each ACK O(1).
+#[derive(Clone, Copy, Default)]
+struct WindowShort {
+    /// (time, end), the first then the latest; `len` of them held.
+    points: [(u64, u32); 2],
+    len: u8,
+}
+
+impl WindowShort {
+    /// The window ended at `end` at `ts_ns`, with `write_seq` written. A
+    /// window that shrank uncovers again what lay past its new end.
+    fn saw(&mut self, ts_ns: u64, end: u32, write_seq: u32) {
+        if !seq_before(end, write_seq) {
+            return;
+        }
+        while self.len > 0 && !seq_before(self.points[usize::from(self.len) - 1].1, end) {
+            self.len -= 1;
+        }
+        let at = usize::from(self.len.min(1));
+        self.points[at] = (ts_ns, end);
+        self.len = at as u8 + 1;
+    }
+
+    /// How long a segment ending at `end`, written at `written_ns`, waited
+    /// for the window to reach past it.
+    fn waited(&self, end: u32, written_ns: u64) -> u64 {
+        self.points[..usize::from(self.len)]
+            .iter()
+            .rev()
+            .find(|&&(_, e)| seq_before(e, end))
+            .map_or(0, |&(ts, _)| ts.saturating_sub(written_ns))
+    }
+
+    /// Forgets the first point where it came before the oldest unsent write.
+    fn forget_before(&mut self, ts_ns: u64) {
+        if self.len > 0 && self.points[0].0 < ts_ns {
+            self.points[0] = self.points[1];
+            self.len -= 1;
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct TxFlow {
     writes: VecDeque<Write>,
     /// End of the newest data handed to the device layer.
     sent_upto: Option<u32>,
     queued: VecDeque<QueuedSkb>,
+    window_short: WindowShort,
 }
 
 impl TxFlow {
@@ -79,6 +130,13 @@ impl TxFlow {
         }
     }
 
+    /// A segment (an ACK) reached TCP: `tcp_probe` gives the window as it
+    /// was until then, before TCP took the segment in.
+    pub fn on_ack(&mut self, ts_ns: u64, body: &tt_tcp_rcv) {
+        let end = body.snd_una.wrapping_add(body.snd_wnd);
+        self.window_short.saw(ts_ns, end, body.write_seq);
+    }
+
     pub fn on_queue(
         &mut self,
         ts_ns: u64,
@@ -87,6 +145,8 @@ impl TxFlow {
         body: &tt_window_adv,
         ctx: &mut Ctx,
     ) {
+        let end = body.snd_una.wrapping_add(body.snd_wnd);
+        self.window_short.saw(ts_ns, end, body.write_seq);
         if body.len == 0 {
             return;
         }
@@ -130,7 +190,7 @@ impl TxFlow {
             if queued.segments.iter().all(|&n| n == 0) {
                 queued.seq = seq;
             }
-            let (class, waited) = self.classify(seq, ts_ns, retransmit, binding, ctx);
+            let (class, waited) = self.classify((seq, len), ts_ns, retransmit, binding, ctx);
             ctx.rec.path(PathId::tx(class), |acc| {
                 acc.packets += 1;
                 if let Some(ns) = waited {
@@ -164,12 +224,15 @@ impl TxFlow {
         }
     }
 
-    /// The hold class of a segment starting at `seq`, queued at `ts_ns` in
-    /// an skb whose `binding` limit is known, and how long it waited in TCP
-    /// since its first byte was written.
+    /// The hold class of a segment `(seq, len)`, queued at `ts_ns` in an
+    /// skb whose `binding` limit is known, and how long it waited in TCP
+    /// since its first byte was written. A segment that waited longer for
+    /// the peer's window to reach past it than for anything after (a zero
+    /// window reopened wide by a slow reader's read, then pacing) was held
+    /// by the window, whatever sent it at last.
     fn classify(
         &self,
-        seq: u32,
+        (seq, len): (u32, u32),
         ts_ns: u64,
         retransmit: bool,
         binding: u8,
@@ -182,8 +245,11 @@ impl TxFlow {
             return (hold::WRITE_UNSEEN, None);
         };
         let waited = ts_ns.saturating_sub(write.ts_ns);
+        let for_window = self.window_short.waited(seq.wrapping_add(len), write.ts_ns);
         let class = if waited <= ctx.cfg.held_after_ns {
             hold::AT_ONCE
+        } else if 2 * for_window >= waited {
+            hold::RWND
         } else {
             binding
         };
@@ -204,6 +270,9 @@ impl TxFlow {
         let Some(upto) = self.sent_upto else { return };
         while self.writes.len() >= 2 && !seq_after(self.writes[1].write_seq, upto) {
             self.writes.pop_front();
+        }
+        if let Some(oldest) = self.writes.front() {
+            self.window_short.forget_before(oldest.ts_ns);
         }
     }
 
@@ -293,6 +362,7 @@ impl TxFlow {
     pub fn cut(&mut self) -> u64 {
         let n = self.in_flight();
         self.queued.clear();
+        self.window_short = WindowShort::default();
         n
     }
 
@@ -336,4 +406,40 @@ fn binding_limit(body: &tt_window_adv, segs: u32) -> u8 {
 /// `seq` lies in `[start, start + len)`.
 fn seq_within(seq: u32, start: u32, len: u32) -> bool {
     !seq_before(seq, start) && seq_before(seq, start.wrapping_add(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_short_of_the_writes_holds_what_lies_past_it() {
+        let mut w = WindowShort::default();
+        w.saw(10, 1000, 20_000);
+        w.saw(20, 1000, 20_000);
+        // Past all that was written: nothing waits on it, the points stay.
+        w.saw(25, 30_000, 20_000);
+        assert_eq!(w.waited(1001, 5), 15);
+        assert_eq!(w.waited(1000, 5), 0);
+        // Reopened short of the writes: the first point stays, the latest follows.
+        w.saw(30, 5000, 20_000);
+        w.saw(40, 9000, 20_000);
+        assert_eq!(w.waited(4000, 5), 15);
+        assert_eq!(w.waited(9001, 5), 35);
+        // Written after the window last fell short of it: it did not wait.
+        assert_eq!(w.waited(9001, 45), 0);
+        // Shrunk to 4000: what lies past it waits again.
+        w.saw(50, 4000, 20_000);
+        assert_eq!(w.waited(4500, 5), 45);
+        assert_eq!(w.waited(3000, 5), 15);
+        // The first point predates the oldest unsent write: gone.
+        w.forget_before(25);
+        assert_eq!(w.waited(3000, 5), 0);
+        assert_eq!(w.waited(4500, 5), 45);
+        // Across the sequence space's wrap.
+        let mut w = WindowShort::default();
+        w.saw(10, u32::MAX - 100, 500);
+        assert_eq!(w.waited(400, 0), 10);
+        assert_eq!(w.waited(u32::MAX - 200, 0), 0);
+    }
 }
