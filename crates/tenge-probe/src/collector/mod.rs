@@ -24,6 +24,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tenge_events::fast_hash::FastHasher;
 
+/// How often a sampled process's mappings are read again (see `Recording::read_maps`).
+const MAPS_REREAD_NS: u64 = 250_000_000;
+
 /// How long one poll(2) waits before draining anyway: as long as records
 /// are held for time order ([`HOLD_NS`]), so alerts come at most twice that
 /// late. Each wakeup preempts the traced transfer when it keeps every CPU
@@ -333,6 +336,8 @@ pub struct Recording {
     /// User stacks by process, and each process's mappings (read when first seen).
     user_stacks: BTreeSet<(u32, i32)>,
     maps: BTreeMap<u32, ProcessMaps>,
+    /// When each process's mappings were read, by its samples' clock.
+    maps_read_ns: BTreeMap<u32, u64>,
     process_names: BTreeMap<u32, String>,
     /// The cgroups of sock_task events.
     cgroups: crate::os::CgroupNames,
@@ -346,6 +351,7 @@ impl Recording {
             stack_ids: BTreeSet::new(),
             user_stacks: BTreeSet::new(),
             maps: BTreeMap::new(),
+            maps_read_ns: BTreeMap::new(),
             process_names: BTreeMap::new(),
             cgroups: crate::os::CgroupNames::default(),
         }
@@ -381,9 +387,23 @@ impl Recording {
             self.process_names
                 .entry(s.tgid)
                 .or_insert_with(|| process_name(s.tgid));
-            self.maps
-                .entry(s.tgid)
-                .or_insert_with(|| ProcessMaps::read(s.tgid));
+            self.read_maps(s.tgid, ev.hdr.ts_ns);
+        }
+    }
+
+    /// Reads a process's mappings at its first sample and again every
+    /// [`MAPS_REREAD_NS`] of its samples while it lives: `record -- CMD`'s
+    /// child is sampled between its fork and its exec (seen on a loaded
+    /// host: the lab's libc frames all in hex), and a process loads libraries.
+    fn read_maps(&mut self, tgid: u32, ts_ns: u64) {
+        let read = self.maps_read_ns.entry(tgid).or_insert(0);
+        if *read != 0 && ts_ns.saturating_sub(*read) < MAPS_REREAD_NS {
+            return;
+        }
+        *read = ts_ns.max(1);
+        let maps = ProcessMaps::read(tgid);
+        if !maps.is_empty() || !self.maps.contains_key(&tgid) {
+            self.maps.insert(tgid, maps);
         }
     }
 

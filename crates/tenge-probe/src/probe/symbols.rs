@@ -3,8 +3,9 @@
 //! names demangled). User stacks are what the kernel unwinds by frame
 //! pointers: code built without them (Debian's libc, Rust's std) shows its
 //! leaf frame, then its callers' callers.
-//! A process's mappings are read while it runs (the first sample of it), so
-//! its frames are named after it exits: `record -- CMD` ends with CMD.
+//! A process's mappings are read while it runs (at its first sample, and
+//! again while it is sampled), so its frames are named after it exits:
+//! `record -- CMD` ends with CMD.
 
 use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};

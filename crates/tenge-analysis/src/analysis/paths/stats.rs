@@ -72,11 +72,11 @@ pub const TX: DirSpec = DirSpec {
             ("at_once", "left TCP within held_after_ns of its write"),
             (
                 "held_cwnd",
-                "held until sent by the congestion window: its skb took the last of snd_cwnd (or the ACK before it found snd_cwnd used up)",
+                "held until sent by the congestion window: its skb took the last of snd_cwnd",
             ),
             (
                 "held_rwnd",
-                "held until sent by the receive window: under an MSS of snd_wnd left past it (or it lay past the window the ACK before it found)",
+                "held by the receive window: under an MSS of snd_wnd left past it when sent, or it waited longer for the window to reach past it than for what sent it",
             ),
             (
                 "held_pacing_tsq",
