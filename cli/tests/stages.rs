@@ -157,8 +157,8 @@ fn stages_refuses_an_unknown_netns_and_sampling() {
 }
 
 /// `--sample 4 --slice 50ms` on every kernel of the matrix: the programs
-/// come and go (about 15 pauses in 3 s), the counts scaled by the time
-/// elapsed over the time counted come near what iperf3 sent at a steady
+/// come and go (about 15 pauses in 3 s), the counts scaled by each
+/// window's slices over the time it counted come near what iperf3 sent at a steady
 /// 200 Mbit/s (the programs count only while all are attached: counting
 /// as they came and went one by one gave 1.51 times it in the emulated 6.1
 /// guest), and no latency spans a pause (the stamps left before one are

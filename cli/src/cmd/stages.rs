@@ -95,6 +95,8 @@ struct Slices {
     /// the first pause's beginning if that came first.
     origin_ns: u64,
     pauses: Pauses,
+    /// The hooks' packets counted up to the last edge read.
+    counted: u64,
 }
 
 impl Slices {
@@ -103,20 +105,39 @@ impl Slices {
             every: filters.sample_every,
             slice_ns: filters.sample_slice_ns,
             origin_ns: now_ns(),
-            pauses: Pauses::default(),
+            pauses: Pauses::sliced(filters.sample_slice_ns),
+            counted: 0,
         })
     }
 
-    fn follow(&mut self, edge: Option<PauseEdge>) {
+    /// Follows an edge of the slices; where a window of them closes (a
+    /// pause begins, the count ends in a slice) or opens with the count,
+    /// the packets the hooks counted in it, for weighing it (see
+    /// `Pauses::scale`: the slices' time alone scaled 1-9 % high where the
+    /// programs came back late to slices of idle time more than of traffic).
+    fn follow(&mut self, edge: Option<PauseEdge>, tracer: &StageTracer) -> anyhow::Result<()> {
         match edge {
             Some(PauseEdge::Begin { at_ns, .. }) => {
                 self.origin_ns = self.origin_ns.min(at_ns);
+                self.count(tracer)?;
                 self.pauses.begin(at_ns);
             }
             Some(PauseEdge::End { at_ns, .. }) => _ = self.pauses.end(at_ns),
-            // Counting began when the command attached, and ends now.
-            Some(PauseEdge::Bound { .. }) | None => {}
+            Some(PauseEdge::Bound { at_ns }) => {
+                self.origin_ns = self.origin_ns.min(at_ns);
+                self.count(tracer)?;
+                self.pauses.bound(at_ns);
+            }
+            None => {}
         }
+        Ok(())
+    }
+
+    fn count(&mut self, tracer: &StageTracer) -> anyhow::Result<()> {
+        let now: u64 = tracer.read()?.hooks.iter().map(|h| h.packets).sum();
+        self.pauses.counted(now.saturating_sub(self.counted));
+        self.counted = now;
+        Ok(())
     }
 
     /// The words for the table, and the JSON, of counts that end now.
@@ -124,7 +145,7 @@ impl Slices {
         let elapsed = now_ns().saturating_sub(self.origin_ns);
         let scale = self
             .pauses
-            .time_scale(elapsed)
+            .scale(self.every, elapsed)
             .unwrap_or(f64::from(self.every));
         let words = tenge_trace::export::table::time_sampling(
             self.every,
@@ -239,7 +260,7 @@ pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
         let next_interval = interval.map(|every| intervals.last_at + every);
         std::thread::sleep(nap(&tracer, [deadline, next_interval]));
         if let Some(slices) = &mut slices {
-            slices.follow(tracer.follow_slices()?);
+            slices.follow(tracer.follow_slices()?, &tracer)?;
         }
         if interval.is_some_and(|every| intervals.last_at.elapsed() >= every) {
             close(&tracer, &mut intervals, &mut json)?;
@@ -250,10 +271,14 @@ pub fn run(args: StagesArgs) -> anyhow::Result<ExitCode> {
         close(&tracer, &mut intervals, &mut json)?;
     }
     let mut totals = StagesSummary::of(&tracer.read()?);
-    let sampling = slices.as_mut().map(|slices| {
-        slices.follow(tracer.end_slices());
-        slices.sampling()
-    });
+    let sampling = slices
+        .as_mut()
+        .map(|slices| {
+            let last = tracer.end_slices();
+            slices.follow(last, &tracer)?;
+            anyhow::Ok(slices.sampling())
+        })
+        .transpose()?;
     let elapsed_s = started.elapsed().as_secs_f64();
     let child_status = child.map(|child| child.finish(&flags));
     let end_reason = session::end_reason(&flags, child_status.is_some(), deadline.is_some());

@@ -84,9 +84,22 @@ impl Pauses {
             self.end(ts);
         }
         if variant == tt_pause_edge::TT_PAUSE_BOUND as u8 {
-            self.windows.bound(ts);
+            self.bound(ts);
         }
         Turn::Skipped
+    }
+
+    /// The recording's bound at `ts_ns`: it starts there with a window
+    /// open, or ends there in one.
+    pub fn bound(&mut self, ts_ns: u64) {
+        self.windows.bound(ts_ns);
+    }
+
+    /// `n` events counted in the window open now (or opening next), where
+    /// counters read at its edges count them instead of the events
+    /// themselves passing by (`stages`, which counts in the kernel).
+    pub fn counted(&mut self, n: u64) {
+        self.windows.events += n;
     }
 
     /// A pause began at `ts_ns` (a traced slice's end). False if one
@@ -133,7 +146,7 @@ impl Pauses {
     /// What counts made over `elapsed_ns` (the pauses included) are
     /// multiplied by, by the times alone: the time elapsed over the time
     /// traced. None if nothing was traced.
-    pub fn time_scale(&self, elapsed_ns: u64) -> Option<f64> {
+    fn time_scale(&self, elapsed_ns: u64) -> Option<f64> {
         let traced = elapsed_ns.saturating_sub(self.total_ns);
         (traced > 0).then(|| elapsed_ns as f64 / traced as f64)
     }
@@ -240,5 +253,22 @@ mod tests {
         assert!((scale * 75.0 - 400.0).abs() < 1e-9, "{scale}");
         let by_time = pauses.time_scale(240 * MS).unwrap();
         assert!((by_time * 75.0 - 327.3).abs() < 0.1, "{by_time}");
+        // The same windows counted by counters read at their edges
+        // (`stages`): the same scale.
+        let mut counted = Pauses::sliced(20 * MS);
+        counted.bound(0);
+        counted.begin(20 * MS);
+        counted.end(145 * MS);
+        counted.counted(75);
+        counted.begin(160 * MS);
+        for (end, begin) in [(200, 220), (240, 260)] {
+            counted.end(end * MS);
+            counted.counted(0);
+            counted.begin(begin * MS);
+        }
+        counted.end(280 * MS);
+        counted.counted(0);
+        counted.bound(290 * MS);
+        assert_eq!(counted.scale(4, 290 * MS), Some(scale));
     }
 }
