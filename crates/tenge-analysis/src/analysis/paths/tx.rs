@@ -51,9 +51,12 @@ struct QueuedSkb {
     tcp_measured: u16,
 }
 
-/// When the peer's window (`snd_una + snd_wnd`) ended short of what the
-/// application had written, and where: a segment past such an end waited
-/// for the window at least until then. Two points of that history, ends
+/// When the peer's window (`snd_una + snd_wnd`) held the sender back, and
+/// where it ended: used up (less than an MSS left past what was sent) with
+/// more written. A segment past such an end waited for the window at least
+/// until then; where the window stayed ahead of what was sent, whatever
+/// lay beyond it waited for what held the sending (the healthy lab's
+/// pacing, its window 3.3 MB ahead), not for the window. Two points of that history, ends
 /// rising: the first time it fell short since the oldest unsent write (a
 /// zero window's last probe before a slow reader's read reopened it), and
 /// the latest (the ACK that released a segment in a window-limited flow).
@@ -68,10 +71,12 @@ struct WindowShort {
 }
 
 impl WindowShort {
-    /// The window ended at `end` at `ts_ns`, with `write_seq` written. A
-    /// window that shrank uncovers again what lay past its new end.
-    fn saw(&mut self, ts_ns: u64, end: u32, write_seq: u32) {
-        if !seq_before(end, write_seq) {
+    /// The window ended at `end` at `ts_ns`: the sender had sent up to
+    /// `sent` and written up to `written`; its MSS `mss`. A window that
+    /// shrank uncovers again what lay past its new end.
+    fn saw(&mut self, ts_ns: u64, end: u32, (sent, written, mss): (u32, u32, u32)) {
+        let used_up = seq_before(end, sent.wrapping_add(mss.max(1)));
+        if !used_up || !seq_before(end, written) {
             return;
         }
         while self.len > 0 && !seq_before(self.points[usize::from(self.len) - 1].1, end) {
@@ -134,7 +139,8 @@ impl TxFlow {
     /// was until then, before TCP took the segment in.
     pub fn on_ack(&mut self, ts_ns: u64, body: &tt_tcp_rcv) {
         let end = body.snd_una.wrapping_add(body.snd_wnd);
-        self.window_short.saw(ts_ns, end, body.write_seq);
+        let sender = (body.snd_nxt, body.write_seq, body.mss_cache);
+        self.window_short.saw(ts_ns, end, sender);
     }
 
     pub fn on_queue(
@@ -145,8 +151,14 @@ impl TxFlow {
         body: &tt_window_adv,
         ctx: &mut Ctx,
     ) {
+        // snd_nxt does not count this skb yet: new data is sent up to its end.
+        let sent = match seq_after(body.seq.wrapping_add(body.len), body.snd_nxt) {
+            true => body.seq.wrapping_add(body.len),
+            false => body.snd_nxt,
+        };
         let end = body.snd_una.wrapping_add(body.snd_wnd);
-        self.window_short.saw(ts_ns, end, body.write_seq);
+        self.window_short
+            .saw(ts_ns, end, (sent, body.write_seq, body.mss_cache));
         if body.len == 0 {
             return;
         }
@@ -415,21 +427,23 @@ mod tests {
     #[test]
     fn a_window_short_of_the_writes_holds_what_lies_past_it() {
         let mut w = WindowShort::default();
-        w.saw(10, 1000, 20_000);
-        w.saw(20, 1000, 20_000);
+        w.saw(10, 1000, (1000, 20_000, 100));
+        w.saw(20, 1000, (1000, 20_000, 100));
         // Past all that was written: nothing waits on it, the points stay.
-        w.saw(25, 30_000, 20_000);
+        w.saw(25, 30_000, (30_000, 20_000, 100));
         assert_eq!(w.waited(1001, 5), 15);
         assert_eq!(w.waited(1000, 5), 0);
         // Reopened short of the writes: the first point stays, the latest follows.
-        w.saw(30, 5000, 20_000);
-        w.saw(40, 9000, 20_000);
+        w.saw(30, 5000, (5000, 20_000, 100));
+        w.saw(40, 9000, (9000, 20_000, 100));
+        // Ahead of what was sent by more than an MSS: it held nothing back.
+        w.saw(42, 15_000, (9000, 20_000, 100));
         assert_eq!(w.waited(4000, 5), 15);
         assert_eq!(w.waited(9001, 5), 35);
         // Written after the window last fell short of it: it did not wait.
         assert_eq!(w.waited(9001, 45), 0);
         // Shrunk to 4000: what lies past it waits again.
-        w.saw(50, 4000, 20_000);
+        w.saw(50, 4000, (4000, 20_000, 100));
         assert_eq!(w.waited(4500, 5), 45);
         assert_eq!(w.waited(3000, 5), 15);
         // The first point predates the oldest unsent write: gone.
@@ -438,7 +452,7 @@ mod tests {
         assert_eq!(w.waited(4500, 5), 45);
         // Across the sequence space's wrap.
         let mut w = WindowShort::default();
-        w.saw(10, u32::MAX - 100, 500);
+        w.saw(10, u32::MAX - 100, (u32::MAX - 100, 500, 100));
         assert_eq!(w.waited(400, 0), 10);
         assert_eq!(w.waited(u32::MAX - 200, 0), 0);
     }
