@@ -12,9 +12,8 @@ pub struct PathReport {
     /// 1-in-N packet sampling.
     pub sample_every: u32,
     /// What `packets` and `total_ns` were multiplied by: `sample_every`, or,
-    /// sampled by time, the time elapsed over the time traced (measured
-    /// between the pauses: attaching and detaching the probes lengthen
-    /// each slice a little).
+    /// sampled by time, `Pauses::scale`: each traced window's events by
+    /// `sample_every` times its slices over the time it was traced.
     pub scale: f64,
     /// Sampled by time, one slice of this many ns in `sample_every` (0: by sequence number).
     #[serde(skip_serializing_if = "is_zero")]

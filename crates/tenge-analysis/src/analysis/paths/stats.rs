@@ -76,7 +76,7 @@ pub const TX: DirSpec = DirSpec {
             ),
             (
                 "held_rwnd",
-                "held by the receive window: under an MSS of snd_wnd left past it when sent, or it waited longer for the window to reach past it than for what sent it",
+                "held by the receive window: under an MSS of snd_wnd left past it when sent, or the window held the sender for half its wait or more",
             ),
             (
                 "held_pacing_tsq",

@@ -29,6 +29,8 @@ use std::collections::VecDeque;
 struct Write {
     write_seq: u32,
     ts_ns: u64,
+    /// The flow's [`WindowHeld`] time then.
+    window_held_ns: u64,
 }
 
 const HOLDS: usize = 6;
@@ -51,58 +53,56 @@ struct QueuedSkb {
     tcp_measured: u16,
 }
 
-/// When the peer's window (`snd_una + snd_wnd`) held the sender back, and
-/// where it ended: used up (less than an MSS left past what was sent) with
-/// more written. A segment past such an end waited for the window at least
-/// until then; where the window stayed ahead of what was sent, whatever
-/// lay beyond it waited for what held the sending (the healthy lab's
-/// pacing, its window 3.3 MB ahead), not for the window. Two points of that history, ends
-/// rising: the first time it fell short since the oldest unsent write (a
-/// zero window's last probe before a slow reader's read reopened it), and
-/// the latest (the ACK that released a segment in a window-limited flow).
-/// Where a later point was dropped between them, a segment counts its wait
-/// from the first: less than it waited. Two, not the history: a flow's
-/// state stays small and each ACK O(1).
-#[derive(Clone, Copy, Default)]
-struct WindowShort {
-    /// (time, end), the first then the latest; `len` of them held.
-    points: [(u64, u32); 2],
-    len: u8,
+/// How long the peer's window has held the sender back: the time after
+/// each sample of it (an ACK's state before TCP took it in, a send) at
+/// which it was used up, less than an MSS past what was sent, with more
+/// written and the congestion window open (`tcp_write_xmit()` tests cwnd
+/// first: with both used up, cwnd holds). The kernel's rwnd_limited
+/// chrono, measured on the events: a
+/// segment's share of it between its write and its send is how long the
+/// window, not cwnd or pacing, kept it waiting.
+/// What the sender had done when the window was sampled.
+#[derive(Clone, Copy)]
+struct Sender {
+    /// Sent up to here (`snd_nxt`, or the end of the new data being sent).
+    sent: u32,
+    /// Written up to here (`write_seq`).
+    written: u32,
+    mss: u32,
+    /// `packets_out` reached `snd_cwnd`.
+    cwnd_full: bool,
 }
 
-impl WindowShort {
-    /// The window ended at `end` at `ts_ns`: the sender had sent up to
-    /// `sent` and written up to `written`; its MSS `mss`. A window that
-    /// shrank uncovers again what lay past its new end.
-    fn saw(&mut self, ts_ns: u64, end: u32, (sent, written, mss): (u32, u32, u32)) {
-        let used_up = seq_before(end, sent.wrapping_add(mss.max(1)));
-        if !used_up || !seq_before(end, written) {
-            return;
-        }
-        while self.len > 0 && !seq_before(self.points[usize::from(self.len) - 1].1, end) {
-            self.len -= 1;
-        }
-        let at = usize::from(self.len.min(1));
-        self.points[at] = (ts_ns, end);
-        self.len = at as u8 + 1;
+#[derive(Clone, Copy, Default)]
+struct WindowHeld {
+    /// The last sample's time, and whether the window held the sender then.
+    since_ns: u64,
+    holding: bool,
+    /// The time held up to `since_ns`.
+    total_ns: u64,
+}
+
+impl WindowHeld {
+    /// The window ended at `end` at `ts_ns`, as `sender` found it.
+    fn saw(&mut self, ts_ns: u64, end: u32, sender: Sender) {
+        self.total_ns = self.at(ts_ns);
+        self.since_ns = self.since_ns.max(ts_ns);
+        self.holding = !sender.cwnd_full
+            && seq_before(end, sender.sent.wrapping_add(sender.mss.max(1)))
+            && seq_before(end, sender.written);
     }
 
-    /// How long a segment ending at `end`, written at `written_ns`, waited
-    /// for the window to reach past it.
-    fn waited(&self, end: u32, written_ns: u64) -> u64 {
-        self.points[..usize::from(self.len)]
-            .iter()
-            .rev()
-            .find(|&&(_, e)| seq_before(e, end))
-            .map_or(0, |&(ts, _)| ts.saturating_sub(written_ns))
+    /// The time held up to `ts_ns`.
+    fn at(&self, ts_ns: u64) -> u64 {
+        match self.holding {
+            true => self.total_ns + ts_ns.saturating_sub(self.since_ns),
+            false => self.total_ns,
+        }
     }
 
-    /// Forgets the first point where it came before the oldest unsent write.
-    fn forget_before(&mut self, ts_ns: u64) {
-        if self.len > 0 && self.points[0].0 < ts_ns {
-            self.points[0] = self.points[1];
-            self.len -= 1;
-        }
+    /// Nothing is traced for a while: no time counts until the next sample.
+    fn pause(&mut self) {
+        self.holding = false;
     }
 }
 
@@ -112,7 +112,7 @@ pub struct TxFlow {
     /// End of the newest data handed to the device layer.
     sent_upto: Option<u32>,
     queued: VecDeque<QueuedSkb>,
-    window_short: WindowShort,
+    window_held: WindowHeld,
 }
 
 impl TxFlow {
@@ -120,6 +120,7 @@ impl TxFlow {
         let write = Write {
             write_seq: body.write_seq,
             ts_ns,
+            window_held_ns: self.window_held.at(ts_ns),
         };
         // An iteration that waited for memory fires again with the same
         // write_seq; the copy follows the later one.
@@ -139,8 +140,13 @@ impl TxFlow {
     /// was until then, before TCP took the segment in.
     pub fn on_ack(&mut self, ts_ns: u64, body: &tt_tcp_rcv) {
         let end = body.snd_una.wrapping_add(body.snd_wnd);
-        let sender = (body.snd_nxt, body.write_seq, body.mss_cache);
-        self.window_short.saw(ts_ns, end, sender);
+        let sender = Sender {
+            sent: body.snd_nxt,
+            written: body.write_seq,
+            mss: body.mss_cache,
+            cwnd_full: body.snd_cwnd > 0 && body.packets_out >= body.snd_cwnd,
+        };
+        self.window_held.saw(ts_ns, end, sender);
     }
 
     pub fn on_queue(
@@ -151,14 +157,20 @@ impl TxFlow {
         body: &tt_window_adv,
         ctx: &mut Ctx,
     ) {
-        // snd_nxt does not count this skb yet: new data is sent up to its end.
-        let sent = match seq_after(body.seq.wrapping_add(body.len), body.snd_nxt) {
-            true => body.seq.wrapping_add(body.len),
-            false => body.snd_nxt,
+        // snd_nxt and packets_out do not count this skb yet.
+        let new_data = seq_after(body.seq.wrapping_add(body.len), body.snd_nxt);
+        let segs = u32::from(body.gso_segs).max(1) * u32::from(new_data);
+        let sender = Sender {
+            sent: match new_data {
+                true => body.seq.wrapping_add(body.len),
+                false => body.snd_nxt,
+            },
+            written: body.write_seq,
+            mss: body.mss_cache,
+            cwnd_full: body.snd_cwnd > 0 && body.packets_out + segs >= body.snd_cwnd,
         };
         let end = body.snd_una.wrapping_add(body.snd_wnd);
-        self.window_short
-            .saw(ts_ns, end, (sent, body.write_seq, body.mss_cache));
+        self.window_held.saw(ts_ns, end, sender);
         if body.len == 0 {
             return;
         }
@@ -202,7 +214,7 @@ impl TxFlow {
             if queued.segments.iter().all(|&n| n == 0) {
                 queued.seq = seq;
             }
-            let (class, waited) = self.classify((seq, len), ts_ns, retransmit, binding, ctx);
+            let (class, waited) = self.classify(seq, ts_ns, retransmit, binding, ctx);
             ctx.rec.path(PathId::tx(class), |acc| {
                 acc.packets += 1;
                 if let Some(ns) = waited {
@@ -236,15 +248,15 @@ impl TxFlow {
         }
     }
 
-    /// The hold class of a segment `(seq, len)`, queued at `ts_ns` in an
-    /// skb whose `binding` limit is known, and how long it waited in TCP
-    /// since its first byte was written. A segment that waited longer for
-    /// the peer's window to reach past it than for anything after (a zero
-    /// window reopened wide by a slow reader's read, then pacing) was held
-    /// by the window, whatever sent it at last.
+    /// The hold class of a segment starting at `seq`, queued at `ts_ns` in
+    /// an skb whose `binding` limit is known, and how long it waited in TCP
+    /// since its first byte was written. A segment that waited at least as
+    /// long while the peer's window held the sender as while anything else
+    /// did (a zero window reopened wide by a slow reader's read, then
+    /// pacing) was held by the window, whatever sent it at last.
     fn classify(
         &self,
-        (seq, len): (u32, u32),
+        seq: u32,
         ts_ns: u64,
         retransmit: bool,
         binding: u8,
@@ -257,7 +269,10 @@ impl TxFlow {
             return (hold::WRITE_UNSEEN, None);
         };
         let waited = ts_ns.saturating_sub(write.ts_ns);
-        let for_window = self.window_short.waited(seq.wrapping_add(len), write.ts_ns);
+        let for_window = self
+            .window_held
+            .at(ts_ns)
+            .saturating_sub(write.window_held_ns);
         let class = if waited <= ctx.cfg.held_after_ns {
             hold::AT_ONCE
         } else if 2 * for_window >= waited {
@@ -282,9 +297,6 @@ impl TxFlow {
         let Some(upto) = self.sent_upto else { return };
         while self.writes.len() >= 2 && !seq_after(self.writes[1].write_seq, upto) {
             self.writes.pop_front();
-        }
-        if let Some(oldest) = self.writes.front() {
-            self.window_short.forget_before(oldest.ts_ns);
         }
     }
 
@@ -374,7 +386,7 @@ impl TxFlow {
     pub fn cut(&mut self) -> u64 {
         let n = self.in_flight();
         self.queued.clear();
-        self.window_short = WindowShort::default();
+        self.window_held.pause();
         n
     }
 
@@ -425,35 +437,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_window_short_of_the_writes_holds_what_lies_past_it() {
-        let mut w = WindowShort::default();
-        w.saw(10, 1000, (1000, 20_000, 100));
-        w.saw(20, 1000, (1000, 20_000, 100));
-        // Past all that was written: nothing waits on it, the points stay.
-        w.saw(25, 30_000, (30_000, 20_000, 100));
-        assert_eq!(w.waited(1001, 5), 15);
-        assert_eq!(w.waited(1000, 5), 0);
-        // Reopened short of the writes: the first point stays, the latest follows.
-        w.saw(30, 5000, (5000, 20_000, 100));
-        w.saw(40, 9000, (9000, 20_000, 100));
-        // Ahead of what was sent by more than an MSS: it held nothing back.
-        w.saw(42, 15_000, (9000, 20_000, 100));
-        assert_eq!(w.waited(4000, 5), 15);
-        assert_eq!(w.waited(9001, 5), 35);
-        // Written after the window last fell short of it: it did not wait.
-        assert_eq!(w.waited(9001, 45), 0);
-        // Shrunk to 4000: what lies past it waits again.
-        w.saw(50, 4000, (4000, 20_000, 100));
-        assert_eq!(w.waited(4500, 5), 45);
-        assert_eq!(w.waited(3000, 5), 15);
-        // The first point predates the oldest unsent write: gone.
-        w.forget_before(25);
-        assert_eq!(w.waited(3000, 5), 0);
-        assert_eq!(w.waited(4500, 5), 45);
+    fn the_window_holds_while_used_up_with_more_written() {
+        let sender = |sent, written| Sender {
+            sent,
+            written,
+            mss: 100,
+            cwnd_full: false,
+        };
+        let mut w = WindowHeld::default();
+        // Used up (under an MSS of 100 past what was sent), more written.
+        w.saw(10, 1050, sender(1000, 20_000));
+        assert_eq!(w.at(25), 15);
+        // Ahead of what was sent by more than an MSS: cwnd or pacing hold it.
+        w.saw(30, 5000, sender(1000, 20_000));
+        assert_eq!(w.at(100), 20);
+        // Used up with nothing more written: nothing waits on it.
+        w.saw(110, 6000, sender(6000, 6000));
+        assert_eq!(w.at(200), 20);
+        // Used up with cwnd full too: cwnd holds, as the kernel counts it.
+        let cwnd_full = Sender {
+            cwnd_full: true,
+            ..sender(6000, 9000)
+        };
+        w.saw(200, 6000, cwnd_full);
+        assert_eq!(w.at(300), 20);
+        w.saw(300, 6000, sender(6000, 9000));
+        w.pause();
+        assert_eq!(w.at(500), 20);
         // Across the sequence space's wrap.
-        let mut w = WindowShort::default();
-        w.saw(10, u32::MAX - 100, (u32::MAX - 100, 500, 100));
-        assert_eq!(w.waited(400, 0), 10);
-        assert_eq!(w.waited(u32::MAX - 200, 0), 0);
+        let mut w = WindowHeld::default();
+        w.saw(10, u32::MAX - 10, sender(u32::MAX - 50, 500));
+        assert_eq!(w.at(40), 30);
     }
 }
