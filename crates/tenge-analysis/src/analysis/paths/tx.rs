@@ -95,7 +95,9 @@ impl WindowHeld {
     /// The time held up to `ts_ns`.
     fn at(&self, ts_ns: u64) -> u64 {
         match self.holding {
-            true => self.total_ns + ts_ns.saturating_sub(self.since_ns),
+            true => self
+                .total_ns
+                .saturating_add(ts_ns.saturating_sub(self.since_ns)),
             false => self.total_ns,
         }
     }
@@ -159,7 +161,10 @@ impl TxFlow {
     ) {
         // snd_nxt and packets_out do not count this skb yet.
         let new_data = seq_after(body.seq.wrapping_add(body.len), body.snd_nxt);
-        let segs = u32::from(body.gso_segs).max(1) * u32::from(new_data);
+        let segs = match new_data {
+            true => u32::from(body.gso_segs).max(1),
+            false => 0,
+        };
         let sender = Sender {
             sent: match new_data {
                 true => body.seq.wrapping_add(body.len),
@@ -167,7 +172,7 @@ impl TxFlow {
             },
             written: body.write_seq,
             mss: body.mss_cache,
-            cwnd_full: body.snd_cwnd > 0 && body.packets_out + segs >= body.snd_cwnd,
+            cwnd_full: body.snd_cwnd > 0 && body.packets_out.saturating_add(segs) >= body.snd_cwnd,
         };
         let end = body.snd_una.wrapping_add(body.snd_wnd);
         self.window_held.saw(ts_ns, end, sender);
@@ -275,7 +280,7 @@ impl TxFlow {
             .saturating_sub(write.window_held_ns);
         let class = if waited <= ctx.cfg.held_after_ns {
             hold::AT_ONCE
-        } else if 2 * for_window >= waited {
+        } else if for_window.saturating_mul(2) >= waited {
             hold::RWND
         } else {
             binding
