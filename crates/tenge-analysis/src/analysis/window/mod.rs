@@ -1475,23 +1475,34 @@ impl WindowAnalyzer {
                     window_scaling,
                 );
                 let wanted = target.window().unwrap_or(free as u64);
+                let held = (free as u64 / u64::from(rcv_mss)) as u32;
+                // No window without scaling passes 65535 B: where the free
+                // space reaches that, no buffer gives more (the mss-clamp
+                // lab, rerun with the buffer advised, was told to double it).
+                let most = match window_scaling {
+                    true => u32::MAX,
+                    false => 65535 / rcv_mss,
+                };
                 let segments = (wanted.div_ceil(u64::from(rcv_mss)) as u32)
-                    .max((free as u64 / u64::from(rcv_mss)) as u32 + 1);
+                    .max(held + 1)
+                    .min(most);
                 // What the buffer withheld from windows on average (data
                 // queued, space above the soft cap), and at least two
                 // segments: the cap grows only to the free space with the
                 // segment being received queued, whose truesize (up to
                 // about twice its payload) the trace does not carry.
                 let withheld = (withheld as u64).max(2 * u64::from(rcv_mss));
-                advice.extend(advice::receive_buffer(
-                    target,
-                    segments,
-                    rcv_mss,
-                    withheld,
-                    ratio,
-                    wscale,
-                    largest_rcvbuf,
-                ));
+                if segments > held {
+                    advice.extend(advice::receive_buffer(
+                        target,
+                        segments,
+                        rcv_mss,
+                        withheld,
+                        ratio,
+                        wscale,
+                        largest_rcvbuf,
+                    ));
+                }
             }
             advice.extend(match &window.send {
                 Some(send) => advice::send_ceiling(send),
@@ -1515,8 +1526,9 @@ impl WindowAnalyzer {
                     _ => 40,
                 };
                 let options = TIMESTAMP_OPTION_BYTES;
+                // Unscaled: segments fill at most the 65535 B a header carries.
                 advice.extend(advice::mtu_choices(
-                    free as u64,
+                    (free as u64).min(65535),
                     effective_sender_mss,
                     ip_tcp + options,
                 ));
