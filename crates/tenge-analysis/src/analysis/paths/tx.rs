@@ -53,14 +53,6 @@ struct QueuedSkb {
     tcp_measured: u16,
 }
 
-/// How long the peer's window has held the sender back: the time after
-/// each sample of it (an ACK's state before TCP took it in, a send) at
-/// which it was used up, less than an MSS past what was sent, with more
-/// written and the congestion window open (`tcp_write_xmit()` tests cwnd
-/// first: with both used up, cwnd holds). The kernel's rwnd_limited
-/// chrono, measured on the events: a
-/// segment's share of it between its write and its send is how long the
-/// window, not cwnd or pacing, kept it waiting.
 /// What the sender had done when the window was sampled.
 #[derive(Clone, Copy)]
 struct Sender {
@@ -73,6 +65,43 @@ struct Sender {
     cwnd_full: bool,
 }
 
+impl Sender {
+    /// As an ACK found it, before TCP took it in.
+    fn at_ack(b: &tt_tcp_rcv) -> Sender {
+        Sender {
+            sent: b.snd_nxt,
+            written: b.write_seq,
+            mss: b.mss_cache,
+            cwnd_full: b.snd_cwnd > 0 && b.packets_out >= b.snd_cwnd,
+        }
+    }
+
+    /// As it sends a segment: `snd_nxt` and `packets_out` do not count the
+    /// skb yet.
+    fn at_send(b: &tt_window_adv) -> Sender {
+        let end = b.seq.wrapping_add(b.len);
+        let new_data = seq_after(end, b.snd_nxt);
+        let segs = match new_data {
+            true => u32::from(b.gso_segs).max(1),
+            false => 0,
+        };
+        Sender {
+            sent: if new_data { end } else { b.snd_nxt },
+            written: b.write_seq,
+            mss: b.mss_cache,
+            cwnd_full: b.snd_cwnd > 0 && b.packets_out.saturating_add(segs) >= b.snd_cwnd,
+        }
+    }
+}
+
+/// How long the peer's window has held the sender back: the time after
+/// each sample of it (an ACK's state before TCP took it in, a send) at
+/// which it was used up, less than an MSS past what was sent, with more
+/// written and the congestion window open (`tcp_write_xmit()` tests cwnd
+/// first: with both used up, cwnd holds). The kernel's rwnd_limited
+/// chrono, measured on the events: a segment's share of it between its
+/// write and its send is how long the window, not cwnd or pacing, kept it
+/// waiting.
 #[derive(Clone, Copy, Default)]
 struct WindowHeld {
     /// The last sample's time, and whether the window held the sender then.
@@ -142,13 +171,7 @@ impl TxFlow {
     /// was until then, before TCP took the segment in.
     pub fn on_ack(&mut self, ts_ns: u64, body: &tt_tcp_rcv) {
         let end = body.snd_una.wrapping_add(body.snd_wnd);
-        let sender = Sender {
-            sent: body.snd_nxt,
-            written: body.write_seq,
-            mss: body.mss_cache,
-            cwnd_full: body.snd_cwnd > 0 && body.packets_out >= body.snd_cwnd,
-        };
-        self.window_held.saw(ts_ns, end, sender);
+        self.window_held.saw(ts_ns, end, Sender::at_ack(body));
     }
 
     pub fn on_queue(
@@ -159,23 +182,8 @@ impl TxFlow {
         body: &tt_window_adv,
         ctx: &mut Ctx,
     ) {
-        // snd_nxt and packets_out do not count this skb yet.
-        let new_data = seq_after(body.seq.wrapping_add(body.len), body.snd_nxt);
-        let segs = match new_data {
-            true => u32::from(body.gso_segs).max(1),
-            false => 0,
-        };
-        let sender = Sender {
-            sent: match new_data {
-                true => body.seq.wrapping_add(body.len),
-                false => body.snd_nxt,
-            },
-            written: body.write_seq,
-            mss: body.mss_cache,
-            cwnd_full: body.snd_cwnd > 0 && body.packets_out.saturating_add(segs) >= body.snd_cwnd,
-        };
         let end = body.snd_una.wrapping_add(body.snd_wnd);
-        self.window_held.saw(ts_ns, end, sender);
+        self.window_held.saw(ts_ns, end, Sender::at_send(body));
         if body.len == 0 {
             return;
         }

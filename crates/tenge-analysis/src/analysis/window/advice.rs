@@ -105,6 +105,14 @@ pub enum WindowTarget {
     FreeSpace,
 }
 
+/// The largest window a header carries without window scaling.
+pub const UNSCALED_WINDOW_MAX: u64 = 65535;
+
+/// The whole segments of `mss` an unscaled window holds at most.
+pub fn unscaled_segments(mss: u32) -> u32 {
+    (UNSCALED_WINDOW_MAX / u64::from(mss.max(1))) as u32
+}
+
 impl WindowTarget {
     /// The `bandwidth_delay` window where the link's rate is known, else
     /// the sender's `cwnd` while the receive window held it back where given
@@ -117,10 +125,9 @@ impl WindowTarget {
         mss: u32,
         window_scaling: bool,
     ) -> WindowTarget {
-        // Without a scale, whole segments up to 65535 B.
         let largest = match window_scaling {
-            true => 65535 << 14,
-            false => 65535 / u64::from(mss.max(1)) * u64::from(mss),
+            true => UNSCALED_WINDOW_MAX << 14,
+            false => u64::from(unscaled_segments(mss)) * u64::from(mss),
         };
         let cwnd_window = cwnd.map(|c| (c, (u64::from(c) * u64::from(mss)).min(largest)));
         match (bandwidth_delay, cwnd_window) {

@@ -1481,7 +1481,7 @@ impl WindowAnalyzer {
                 // lab, rerun with the buffer advised, was told to double it).
                 let most = match window_scaling {
                     true => u32::MAX,
-                    false => 65535 / rcv_mss,
+                    false => advice::unscaled_segments(rcv_mss),
                 };
                 let segments = (wanted.div_ceil(u64::from(rcv_mss)) as u32)
                     .max(held + 1)
@@ -1528,7 +1528,7 @@ impl WindowAnalyzer {
                 let options = TIMESTAMP_OPTION_BYTES;
                 // Unscaled: segments fill at most the 65535 B a header carries.
                 advice.extend(advice::mtu_choices(
-                    (free as u64).min(65535),
+                    (free as u64).min(advice::UNSCALED_WINDOW_MAX),
                     effective_sender_mss,
                     ip_tcp + options,
                 ));
