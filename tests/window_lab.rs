@@ -4,20 +4,24 @@
 mod common;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use tenge_trace::analysis::window::kernel::Rule;
 use tenge_trace::analysis::window::{
     Alert, AlertKind, FlowWindowReport, WindowClass, WindowClassifier,
 };
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, Report};
+use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::{tt_window_adv, Body, Event};
 use tenge_trace::lab::capture::{self, WireSegment};
 use tenge_trace::lab::traced::run_traced;
 use tenge_trace::lab::{ss, Lab, LabConfig, Scenario, TransferReport};
-use tenge_trace::probe::TracerOptions;
+use tenge_trace::probe::{Filters, Tracer, TracerOptions};
 use tenge_trace::trace_file::TraceMeta;
 
 /// One traced lab transfer at a time: the scenarios' timings should not
@@ -493,4 +497,91 @@ fn rwnd_limited_fraction_matches_ss() {
         limits.rwnd
     );
     assert!(!run.alerts_of(AlertKind::RwndLimited).is_empty());
+}
+
+/// A handshake held back is no send limit. The listener's accept queue (a
+/// backlog of 0) is full with a first connection, so the kernel drops the
+/// second one's SYN and its client sends it again a second later: the
+/// client waits over a second with a SYN out and no window from the peer,
+/// then sends 8 MiB. That wait read as rwnd-limited (a SYN's sequence
+/// number unsent, window 0) and then cwnd-limited (the SYN again, cwnd 1),
+/// with an alert; the kernel's chrono counts none of it busy.
+#[test]
+fn a_handshake_held_back_is_no_send_limit() {
+    if !common::require_root("a_handshake_held_back_is_no_send_limit") {
+        return;
+    }
+    let _serial = serial();
+    let cfg = LabConfig::default();
+    let lab = Lab::new(&cfg).unwrap();
+    let listen = SocketAddr::from((lab.receiver_ip(), 5201));
+    let mut tracer = Tracer::start(&TracerOptions {
+        filters: Filters {
+            addr: Some(lab.receiver_ip().into()),
+            ..Filters::default()
+        },
+        ..TracerOptions::default()
+    })
+    .unwrap();
+    let mut analysis = Analysis::new(AnalysisConfig::default());
+    let mut alerts = Vec::new();
+    let stop = AtomicBool::new(false);
+    let (handshake, stats) = std::thread::scope(|s| {
+        let listener = lab
+            .receiver_netns()
+            .run(|| {
+                let l = TcpListener::bind(listen)?;
+                // SAFETY: listen(2) on a socket this owns; it resets the backlog.
+                assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+                Ok(l)
+            })
+            .unwrap();
+        let server = s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(800));
+            for _ in 0..2 {
+                let (mut c, _) = listener.accept().unwrap();
+                std::thread::spawn(move || std::io::copy(&mut c, &mut std::io::sink()));
+            }
+        });
+        let client = lab.sender_netns().spawn_scoped(s, || {
+            let _stop = common::SetOnDrop(&stop);
+            let _filler = TcpStream::connect(listen)?;
+            std::thread::sleep(Duration::from_millis(100));
+            let start = Instant::now();
+            let mut c = TcpStream::connect(listen)?;
+            let handshake = start.elapsed();
+            c.write_all(&vec![7u8; 8 << 20])?;
+            drop(c);
+            std::thread::sleep(Duration::from_millis(200));
+            Ok(handshake)
+        });
+        let mut sink = Callbacks(
+            |record: &[u8]| alerts.extend(analysis.push(&Event::decode(record).unwrap())),
+            |_: &CollectStats| {},
+        );
+        let stats = Collector::new().run(&mut tracer, &stop, None, &mut sink);
+        server.join().unwrap();
+        (client.join().unwrap().unwrap(), stats.unwrap())
+    });
+    assert_eq!(stats.lost_total(), 0);
+    assert!(handshake >= Duration::from_millis(900), "{handshake:?}");
+    let report = analysis.finish(Provenance::default());
+    let clients: Vec<_> = report
+        .flows
+        .iter()
+        .filter(|f| f.dst == listen.to_string())
+        .collect();
+    assert_eq!(clients.len(), 2, "{:?}", report.flows);
+    for f in clients {
+        let l = &f.limits;
+        eprintln!("{}: busy {} ns, {l:?}", f.src, l.busy_ns);
+        assert!(
+            l.busy_ns < handshake.as_nanos() as u64 / 2,
+            "{}: busy {} ns beside a handshake of {handshake:?}",
+            f.src,
+            l.busy_ns
+        );
+        assert!(f.alerts.is_empty(), "{}: {:?}", f.src, f.alerts);
+    }
+    assert!(alerts.iter().all(|a| a.cleared), "{alerts:?}");
 }

@@ -2,7 +2,7 @@
 //! window, the send buffer or the application; from the sender's per-event
 //! state, cross-checked with the kernel's own chrono counters.
 
-use crate::event::{tt_sendmsg, tt_tcp_rcv, tt_window_adv};
+use crate::event::{tcp_flags, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
 use serde::Serialize;
 
 /// The sender state the limit tests read, merged from every event that carries part of it.
@@ -109,6 +109,13 @@ impl SenderState {
     }
 
     pub fn merge_window_adv(&mut self, w: &tt_window_adv) {
+        // A SYN's sequence number counts as unsent while no window is known
+        // yet: the handshake is no send limit (the kernel's chrono does not
+        // run; a SYN retransmitted for seconds read as rwnd-limited).
+        if w.tcp_flags & tcp_flags::SYN != 0 {
+            *self = SenderState::default();
+            return;
+        }
         self.snd_una = w.snd_una;
         self.snd_nxt = w.snd_nxt;
         self.snd_wnd = w.snd_wnd;
@@ -696,6 +703,31 @@ mod tests {
             .limit(),
             Limit::Sndbuf
         );
+    }
+
+    #[test]
+    fn a_handshake_is_no_limit() {
+        // The SYN as recorded leaving: its sequence number written, not yet
+        // sent, and no window from the peer.
+        let syn = tt_window_adv {
+            tcp_flags: tcp_flags::SYN,
+            snd_una: 1000,
+            snd_nxt: 1000,
+            write_seq: 1001,
+            snd_cwnd: 10,
+            mss_cache: 524,
+            packets_out: 1,
+            ..Default::default()
+        };
+        let mut s = busy(9000);
+        s.merge_window_adv(&syn);
+        assert_eq!(s.limit(), Limit::Idle);
+        let mut s = SenderState::default();
+        s.merge_window_adv(&tt_window_adv {
+            tcp_flags: tcp_flags::ACK,
+            ..syn
+        });
+        assert_eq!(s.limit(), Limit::Rwnd);
     }
 
     #[test]
