@@ -628,3 +628,75 @@ fn overlapping_hit_counts_leave_the_host_as_it_was() {
     }
     assert_eq!(bpf_stats_enabled(), before);
 }
+
+/// iperf3 -R: the client's data socket sends a 37 B cookie and receives the
+/// transfer. Each socket's report is about the direction that carried more
+/// (it was about the cookie's, with the server's estimate of the MSS and
+/// advice for the server's buffer), so both ends of the data connection
+/// tell of the same windows, and the client's MSS is what `ss -ti` gives it.
+#[test]
+fn a_reversed_transfer_is_reported_from_the_side_that_received_it() {
+    if !common::require_root("a_reversed_transfer_is_reported_from_the_side_that_received_it") {
+        return;
+    }
+    let lab = Lab::new(&LabConfig::default()).unwrap();
+    let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
+    let dir = common::TempDir::new("record-reverse");
+    let file = dir.join("reverse.ttr");
+    let receiver = lab.receiver_ip().to_string();
+    let out = bin()
+        .args(["record", "-q", "-o"])
+        .arg(&file)
+        .args(["--addr", &receiver, "--"])
+        .args(["ip", "netns", "exec", lab.sender_netns().name()])
+        .args(["iperf3", "-c", &receiver, "-p", "5201", "-t", "1", "-R"])
+        .output()
+        .unwrap();
+    drop(server);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = bin()
+        .args(["report", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let bytes = |cookie: &serde_json::Value| {
+        let s = report["sockets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| &s["sock_cookie"] == cookie)
+            .unwrap();
+        (
+            s["bytes_sent"].as_u64().unwrap(),
+            s["bytes_received"].as_u64().unwrap(),
+        )
+    };
+    let flows = report["flows"].as_array().unwrap();
+    let client = flows
+        .iter()
+        .filter(|f| f["dst"].as_str().unwrap().ends_with(":5201"))
+        .max_by_key(|f| bytes(&f["sock_cookie"]).1)
+        .unwrap();
+    let (sent, received) = bytes(&client["sock_cookie"]);
+    assert!(sent < 1000 && received > 10_000_000, "{sent} {received}");
+    assert_eq!(client["mss"]["direction"], "receive", "{}", client["mss"]);
+    let server_end = flows
+        .iter()
+        .find(|f| f["sock_cookie"] == client["peer_cookie"])
+        .unwrap();
+    assert_eq!(server_end["mss"]["direction"], "send");
+    assert_eq!(client["mss"], {
+        let mut m = server_end["mss"].clone();
+        m["direction"] = "receive".into();
+        m
+    });
+    assert_eq!(client["window"]["chain"], server_end["window"]["chain"]);
+    // The data's receiver estimates the sender's MSS once data came (536
+    // is the estimate of a socket that got none).
+    assert_eq!(client["mss"]["receiver_estimate"], 1448);
+}

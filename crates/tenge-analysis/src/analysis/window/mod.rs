@@ -27,7 +27,9 @@ pub mod stalls;
 pub use advice::{Advice, MtuOption};
 pub use alerts::{ActiveAlerts, Alert, AlertFigures, AlertKind, Alerts};
 pub use limits::{KernelChrono, LimitFractions, LimitTimes, LimitsReport};
-pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowClassifier};
+pub use receiver::{
+    ClassCounts, Classified, LossCause, ReceiveWindow, WindowClass, WindowClassifier,
+};
 pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
@@ -644,26 +646,26 @@ impl Flow {
             ),
             _ => String::new(),
         };
-        let cause = match latest {
-            c if c.class == WindowClass::Clamped65535 && self.rx.rcv_wscale == 0 => {
+        let cause = match self.rx.recent_cause() {
+            LossCause::HeaderClamp if self.rx.rcv_wscale == 0 => {
                 "the 65535 header clamp (no window scaling)".to_string()
             }
             // The scale was chosen from the buffer at the handshake.
-            c if c.class == WindowClass::Clamped65535 => format!(
+            LossCause::HeaderClamp => format!(
                 "the header's ceiling 65535 << {ws} = {} B (window scale {ws}, fixed at the \
                  handshake by the receive buffer then: set SO_RCVBUF before listen/connect, \
                  or leave it to autotuning)",
                 65535u64 << self.rx.rcv_wscale,
                 ws = self.rx.rcv_wscale
             ),
-            c if c.class == WindowClass::WscaleAligned => {
+            LossCause::WscaleAlignment => {
                 format!("alignment to 1 << {}", self.rx.rcv_wscale)
             }
-            c if c.above_ssthresh > 0 => format!(
+            LossCause::MssRoundingUnderSsthresh => format!(
                 "rounding down to rcv_mss {} under the soft cap rcv_ssthresh {}",
-                self.rx.rcv_mss, c.selection.offerable
+                self.rx.rcv_mss, latest.selection.offerable
             ),
-            _ => format!("rounding down to rcv_mss {}", self.rx.rcv_mss),
+            LossCause::MssRounding => format!("rounding down to rcv_mss {}", self.rx.rcv_mss),
         };
         let message = format!(
             "advertised window loses {:.1}% of free space to {cause}: {lost:.0} of {free:.0} B per window{cost}{binding}",
@@ -1359,7 +1361,7 @@ impl WindowAnalyzer {
         let flow = &mut self.flows[i];
         let peer = peer_view.unwrap_or_default();
         let send = flow.tx.report(flow.last_ns);
-        let sending = flow.tx.sent_data;
+        let sending = flow.tx.sends_more(flow.rx.bytes_received());
 
         // The data direction this report is about, and the receiver of that data.
         let (direction, sender_mss, data_rx) = if sending {

@@ -233,6 +233,42 @@ pub struct ReceiveWindow {
 /// Per-event loss history for the `mss_clamp` alert: the last `LOSS_EVENTS` windows.
 const LOSS_EVENTS: usize = 32;
 
+/// What a window's lost bytes went to, as the `mss_clamp` alert names it:
+/// the cause of most of the recent loss, not the latest window's (one
+/// window aligned to the scale, losing a byte, named the cause of a loss
+/// the header's clamp made).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossCause {
+    MssRounding,
+    /// MSS rounding with free space above the soft cap `rcv_ssthresh`.
+    MssRoundingUnderSsthresh,
+    WscaleAlignment,
+    HeaderClamp,
+}
+
+impl LossCause {
+    const ALL: [LossCause; 4] = [
+        LossCause::MssRounding,
+        LossCause::MssRoundingUnderSsthresh,
+        LossCause::WscaleAlignment,
+        LossCause::HeaderClamp,
+    ];
+
+    fn of(class: WindowClass, above_ssthresh: u64) -> LossCause {
+        match class {
+            WindowClass::Clamped65535 => LossCause::HeaderClamp,
+            WindowClass::WscaleAligned => LossCause::WscaleAlignment,
+            _ if above_ssthresh > 0 => LossCause::MssRoundingUnderSsthresh,
+            _ => LossCause::MssRounding,
+        }
+    }
+}
+
+/// A ring entry keeps its cause in the top two bits of its lost bytes; no
+/// window passes 65535 << 14 < 2^30 B.
+const CAUSE_SHIFT: u32 = 30;
+const LOST_MASK: u32 = (1 << CAUSE_SHIFT) - 1;
+
 /// In C order: what every window touches first, the ring (one entry a window) last.
 #[derive(Debug)]
 #[repr(C)]
@@ -422,7 +458,7 @@ impl ReceiverSide {
             ],
         );
         self.report.largest_rcvbuf = self.report.largest_rcvbuf.max(w.sk_rcvbuf);
-        self.push_loss(lost, free);
+        self.push_loss(lost, free, LossCause::of(class, above_ssthresh));
         self.hold(ts_ns, header, free, class);
         Some(Classified {
             class,
@@ -475,9 +511,9 @@ impl ReceiverSide {
         crate::flow::prefetch_span(self, &self.report);
     }
 
-    fn push_loss(&mut self, lost: u64, free: u64) {
+    fn push_loss(&mut self, lost: u64, free: u64, cause: LossCause) {
         let entry = (
-            lost.min(u64::from(u32::MAX)) as u32,
+            lost.min(u64::from(LOST_MASK)) as u32 | (cause as u32) << CAUSE_SHIFT,
             free.min(u64::from(u32::MAX)) as u32,
         );
         self.loss_repeats = if entry == self.loss_last {
@@ -489,7 +525,8 @@ impl ReceiverSide {
         // Unless the `LOSS_EVENTS` before it, all the ring holds, were this entry.
         if self.loss_repeats <= LOSS_EVENTS {
             let old = std::mem::replace(&mut self.loss_ring[self.loss_next], entry);
-            self.loss_sum = self.loss_sum + u64::from(entry.0) - u64::from(old.0);
+            self.loss_sum =
+                self.loss_sum + u64::from(entry.0 & LOST_MASK) - u64::from(old.0 & LOST_MASK);
             self.free_sum = self.free_sum + u64::from(entry.1) - u64::from(old.1);
         }
         self.loss_next = (self.loss_next + 1) % LOSS_EVENTS;
@@ -509,6 +546,16 @@ impl ReceiverSide {
         })
     }
 
+    /// What most of the loss of the last `LOSS_EVENTS` windows went to.
+    pub fn recent_cause(&self) -> LossCause {
+        let mut lost = [0u64; LossCause::ALL.len()];
+        for &(entry, _) in &self.loss_ring {
+            lost[(entry >> CAUSE_SHIFT) as usize] += u64::from(entry & LOST_MASK);
+        }
+        let most = (0..lost.len()).max_by_key(|&i| lost[i]).unwrap_or(0);
+        LossCause::ALL[most]
+    }
+
     /// A pause of sampling by time begins at `ts_ns`: the window held ends
     /// there, and the untraced time weighs in no mean.
     pub fn pause(&mut self, ts_ns: u64) {
@@ -516,6 +563,12 @@ impl ReceiverSide {
         if let Some((w, since)) = self.held.take() {
             self.longest_held = longer(self.longest_held, Some(w.held_until(since, ts_ns)));
         }
+    }
+
+    /// Bytes received in order while the means held (all of them, bar what
+    /// came during pauses of sampling by time).
+    pub fn bytes_received(&self) -> u64 {
+        self.bytes_received_held
     }
 
     /// The counts so far (the means are left at 0: they need `report`).
@@ -767,6 +820,29 @@ mod tests {
     }
 
     #[test]
+    fn the_loss_is_named_by_what_lost_most_of_it() {
+        let mut rx = ReceiverSide::default();
+        // The header's clamp cut 31 windows by 33722 B, then a window
+        // aligned to the scale lost 1 B: the clamp is the cause.
+        for _ in 0..31 {
+            rx.push_loss(33722, 164792, LossCause::HeaderClamp);
+        }
+        rx.push_loss(1, 100001, LossCause::WscaleAlignment);
+        assert_eq!(rx.recent_cause(), LossCause::HeaderClamp);
+        assert_eq!(rx.loss_sum, 31 * 33722 + 1);
+        // The largest loss a ring entry holds, and its cause, intact.
+        for _ in 0..LOSS_EVENTS {
+            rx.push_loss(
+                u64::from(LOST_MASK) + 5,
+                u64::MAX,
+                LossCause::WscaleAlignment,
+            );
+        }
+        assert_eq!(rx.recent_cause(), LossCause::WscaleAlignment);
+        assert_eq!(rx.loss_sum, LOSS_EVENTS as u64 * u64::from(LOST_MASK));
+    }
+
+    #[test]
     fn steady_windows_leave_the_ring_as_every_window_would() {
         let mut rx = ReceiverSide::default();
         // Runs shorter and longer than the ring, then a change inside a full steady ring.
@@ -780,7 +856,7 @@ mod tests {
         let mut pushed = Vec::new();
         for (n, (lost, free)) in runs {
             for _ in 0..n {
-                rx.push_loss(lost, free);
+                rx.push_loss(lost, free, LossCause::MssRounding);
                 pushed.push((lost as u32, free as u32));
                 let last: Vec<_> = pushed.iter().rev().take(LOSS_EVENTS).collect();
                 let sums = last

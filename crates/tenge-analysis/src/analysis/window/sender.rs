@@ -112,7 +112,7 @@ pub(super) struct SenderSide {
     pub srtt_us: u32,
     pub min_srtt_us: u32,
     /// Seen with data queued or in flight at least once.
-    pub sent_data: bool,
+    sent_data: bool,
     pub data_waiting: bool,
     acks: u64,
     bytes_acked: u64,
@@ -181,6 +181,13 @@ impl SenderSide {
     /// Data is written or leaves (a write, or a segment with data): after
     /// an ACK that had left nothing waiting, busy time begins again, under
     /// that ACK's window (the kernel's chrono starts at the write).
+    /// Sent more than it received (`received`, of our receiving side): the
+    /// direction its report is about. iperf3 -R's data socket sends a 37 B
+    /// cookie and receives the transfer: it is the data's receiver.
+    pub fn sends_more(&self, received: u64) -> bool {
+        self.sent_data && self.bytes_acked >= received
+    }
+
     pub fn on_data(&mut self, ts_ns: u64) {
         if let Some((values, ceiling)) = self.resume.take() {
             self.hold(ts_ns, values, ceiling);
