@@ -247,6 +247,8 @@ struct Flow {
     tasks: Option<Box<SocketTasks>>,
     /// In `WindowAnalyzer::stalling`.
     stalling: bool,
+    /// Its TCP_CLOSE was seen.
+    closed: bool,
 }
 
 impl Flow {
@@ -270,6 +272,7 @@ impl Flow {
             socket: NO_FLOW,
             tasks: None,
             stalling: false,
+            closed: false,
         }
     }
 
@@ -1072,6 +1075,7 @@ impl WindowAnalyzer {
     fn closed(&mut self, ev: &Event, socket: Option<usize>) {
         self.alerts.clear();
         if let Some(i) = self.find(ev.hdr.sock_cookie, socket) {
+            self.flows[i].closed = true;
             self.flows[i].close_episodes(ev.hdr.ts_ns, &mut self.alerts);
         }
     }
@@ -1295,16 +1299,35 @@ impl WindowAnalyzer {
     }
 
     /// Records a socket's ends and pairs it with the socket at the other end.
+    /// A connection keeps its ends until both its sockets closed: a
+    /// listener's RST to a late segment (iperf3 -P's server, its data socket
+    /// gone) or a TIME_WAIT ACK sent on its addresses is not a new end of it
+    /// (the client's report lost its peer's MSS and windows). A closed
+    /// socket is no new socket's peer (a port used again pairs anew).
     fn link(&mut self, i: usize, local: SocketAddr, remote: SocketAddr) {
+        if let Some(&held) = self.ends.get(&(local, remote)) {
+            if held != i && self.connected(held) {
+                return;
+            }
+        }
         self.ends.insert((local, remote), i);
         let Some(&peer) = self.ends.get(&(remote, local)) else {
             return;
         };
-        if peer == i {
+        if peer == i || self.flows[peer].closed {
             return;
         }
         self.flows[i].peer = Some(peer);
         self.flows[peer].peer = Some(i);
+    }
+
+    /// Flow `i` or the peer paired with it is open.
+    fn connected(&self, i: usize) -> bool {
+        let flow = &self.flows[i];
+        !flow.closed
+            || flow
+                .peer
+                .is_some_and(|p| !self.flows[p].closed && self.flows[p].peer == Some(i))
     }
 
     fn hz(&self) -> Option<u32> {

@@ -6,6 +6,7 @@ use crate::event::{abi_addr, tcp_flags, tt_app_read, tt_hdr, tt_tcp_rcv, tt_wind
 const MS: u64 = 1_000_000;
 
 /// One socket: its cookie, namespace and ends (local first).
+#[derive(Clone, Copy)]
 struct Sock {
     cookie: u64,
     netns: u32,
@@ -681,6 +682,65 @@ fn paired_ends_give_the_paper_chain() {
         sf.advice.is_empty() && rf.advice.is_empty(),
         "{:?}",
         sf.advice
+    );
+}
+
+/// The paper's pair, then the sockets `close` closed.
+fn paired_then_closed(close: &[&Sock]) -> Vec<Event> {
+    let (s, r) = (&SENDER, &RECEIVER);
+    let mut events = vec![
+        s.rcv(0, ack(0, 8960, 26880, 100000, 26844)),
+        r.adv(0, paper_adv(65072, 1000, 26844)),
+    ];
+    for (k, sock) in close.iter().enumerate() {
+        let state = crate::event::tt_state {
+            oldstate: 1,
+            newstate: TCP_CLOSE,
+            ..Default::default()
+        };
+        events.push(Event::new(sock.hdr(MS + k as u64), Body::State(state)));
+    }
+    events
+}
+
+#[test]
+fn a_connection_keeps_its_ends_until_both_closed() {
+    let peers = |events: &[Event]| -> Vec<(u64, Option<u64>)> {
+        let report = run(WindowConfig::default(), events).1;
+        let mut peers: Vec<_> = report
+            .flows
+            .iter()
+            .map(|f| (f.sock_cookie, f.peer_cookie))
+            .collect();
+        peers.sort();
+        peers
+    };
+    // The listener's RST to a late segment (the server's socket gone, the
+    // client's not) on the server's ends: the client's peer stays the server's socket.
+    let listener = Sock {
+        cookie: 3,
+        ..RECEIVER
+    };
+    let rst = tt_window_adv {
+        tcp_flags: tcp_flags::RST,
+        mss_cache: 536,
+        ..Default::default()
+    };
+    let mut events = paired_then_closed(&[&RECEIVER]);
+    events.push(listener.adv(10 * MS, rst));
+    assert_eq!(peers(&events), [(1, Some(2)), (2, Some(1)), (3, None)]);
+    // Both closed: a new connection on the same ends (a port used again)
+    // pairs its own sockets.
+    let client = Sock {
+        cookie: 4,
+        ..SENDER
+    };
+    let mut events = paired_then_closed(&[&RECEIVER, &SENDER]);
+    events.push(client.rcv(10 * MS, ack(0, 8960, 26880, 100000, 26844)));
+    events.push(listener.adv(10 * MS, paper_adv(65072, 1000, 26844)));
+    assert_eq!(
+        peers(&events),
+        [(1, Some(2)), (2, Some(1)), (3, Some(4)), (4, Some(3))]
     );
 }
 
