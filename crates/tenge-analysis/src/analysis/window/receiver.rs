@@ -337,7 +337,7 @@ impl Default for ReceiverSide {
 impl ReceiverSide {
     /// An outgoing segment of this socket. `sender_mss` is the peer's send MSS
     /// when the peer is traced (else our estimate of it). None for SYNs, whose
-    /// window comes from `tcp_select_initial_window()` instead.
+    /// window comes from `tcp_select_initial_window()` instead, and resets.
     pub fn on_window_adv(
         &mut self,
         ts_ns: u64,
@@ -347,6 +347,12 @@ impl ReceiverSide {
         if w.tcp_flags & tcp_flags::SYN != 0 {
             self.prior = None;
             self.syn_offer = Some(w.rcv_wnd);
+            return None;
+        }
+        // A reset offers nothing: the peer drops the connection. One that
+        // answers a segment (`tcp_v4_send_reset()`) carries window 0 without
+        // selecting any, which the model took for a mismatch.
+        if w.tcp_flags & tcp_flags::RST != 0 {
             return None;
         }
         let state = ReceiveState {
@@ -656,6 +662,16 @@ mod tests {
             (0, 0, 0)
         );
         assert_eq!((r.classes.sws_zero, r.classes.clamped_65535), (1, 1));
+        // A reset answering a late segment: window 0, selected by no rule.
+        let rst = tt_window_adv {
+            tcp_flags: tcp_flags::RST,
+            window: 0,
+            win_raw: 0,
+            ..adv(29340, 0, 27844, 89480, 65535)
+        };
+        assert!(rx.on_window_adv(3, &rst, 8948).is_none());
+        let r = rx.report(4);
+        assert_eq!((r.advertised_count, r.model_mismatches), (3, 0));
     }
 
     /// Measured (mss-clamp scenario, SO_RCVBUF 33000 → sk_rcvbuf 66000, ratio
