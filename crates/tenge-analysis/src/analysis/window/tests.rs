@@ -225,6 +225,39 @@ fn sws_stall_episodes_exact() {
     assert_eq!(report.events_lost, 7);
 }
 
+/// The paper's receiver alone, every 100 ms a zero window (its offer used
+/// up, too little free) held `stall_us`, then the full 26844 B again.
+fn receiver_stalling(stall_us: u64) -> FlowWindowReport {
+    let r = &RECEIVER;
+    let mut events = Vec::new();
+    let mut rcv_nxt = 1000u32;
+    for k in 0..10u64 {
+        let t = k * 100 * MS;
+        events.push(r.adv(t, paper_adv(77384, rcv_nxt, 26844)));
+        rcv_nxt += 26844;
+        events.push(r.adv(t + 10 * MS, paper_adv(120000, rcv_nxt, 0)));
+        events.push(r.adv(
+            t + 10 * MS + stall_us * 1000,
+            paper_adv(77384, rcv_nxt, 26844),
+        ));
+    }
+    let (_, report) = run(WindowConfig::default(), &events);
+    report.flows.into_iter().next().unwrap()
+}
+
+#[test]
+fn only_stalls_that_cost_time_call_for_a_buffer() {
+    // 45 µs in each 100 ms (a loopback's 64 KiB MSS did that): no advice.
+    let brief = receiver_stalling(45);
+    assert_eq!(brief.window.sws_stalls.len(), 10);
+    assert!(brief.advice.is_empty(), "{:?}", brief.advice);
+    // 30 ms in each 100 ms, none long enough to alert: a third of the time
+    // (the data left unread makes it the reader's advice).
+    let costly = receiver_stalling(30_000);
+    assert!(costly.alerts.is_empty(), "{:?}", costly.alerts);
+    assert_eq!(advice_kinds(&costly), ["reader"]);
+}
+
 #[test]
 fn stall_open_at_the_end_of_the_trace() {
     let s = &SENDER;
