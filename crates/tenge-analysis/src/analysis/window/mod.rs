@@ -27,9 +27,7 @@ pub mod stalls;
 pub use advice::{Advice, MtuOption};
 pub use alerts::{ActiveAlerts, Alert, AlertFigures, AlertKind, Alerts};
 pub use limits::{KernelChrono, LimitFractions, LimitTimes, LimitsReport};
-pub use receiver::{
-    ClassCounts, Classified, LossCause, ReceiveWindow, WindowClass, WindowClassifier,
-};
+pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowClassifier};
 pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
 
@@ -40,6 +38,7 @@ use crate::flow::{place, prefetch_span, FastMap};
 use crate::task::{SocketTasks, Task};
 use alerts::{achieved_text, bps, rate, Episode, RateMarks, Turn};
 use limits::{estimate_hz, ChronoSample, LimitTracker, SenderState};
+use receiver::LossCause;
 use receiver::ReceiverSide;
 use sender::SenderSide;
 use serde::Serialize;
