@@ -736,7 +736,13 @@ fn held_by_rwnd(run: &Run, cookie: u64, t: &TransferReport, wrong: &mut Vec<Stri
     };
     let share = hold(Some("held_rwnd")) as f64 / hold(None).max(1) as f64;
     let info = &t.sender;
-    if (info.rwnd_limited_us as f64) < 0.02 * info.busy_time_us.max(1) as f64 && share > 0.1 {
+    let kernel = info.rwnd_limited_us as f64 / info.busy_time_us.max(1) as f64;
+    // A segment is held_rwnd where the window held the sender at least half
+    // its wait: next to no window time, next to none; a majority of the
+    // segments, only where the window held the sender a large share of its
+    // time (behind a token bucket, TSQ 71 % and the window 29 % once made
+    // 87 % of them held_rwnd).
+    if (kernel < 0.02 && share > 0.1) || (kernel < 0.3 && share > 0.5) {
         wrong.push(format!(
             "{share:.2} of the segments held_rwnd, kernel rwnd_limited {} of {} µs busy",
             info.rwnd_limited_us, info.busy_time_us

@@ -86,10 +86,20 @@ mod tx {
         )
     }
 
-    /// An ACK reaching the sending socket, with the state TCP had before it.
-    pub fn ack(ts: u64, ack: u32, s: State) -> Event {
+    /// An ACK reaching the sending socket, offering `window`, with the state
+    /// TCP had before it.
+    pub fn ack(ts: u64, ack: u32, window: u32, s: State) -> Event {
+        let snd_wscale = (0..15u8).find(|&ws| window >> ws <= 65535).unwrap();
+        assert_eq!(
+            window >> snd_wscale << snd_wscale,
+            window,
+            "a window the scale carries"
+        );
         let body = tt_tcp_rcv {
+            tcp_flags: crate::event::tcp_flags::ACK,
             ack,
+            win_raw: (window >> snd_wscale) as u16,
+            snd_wscale,
             snd_una: s.snd_una,
             snd_nxt: s.snd_nxt,
             snd_cwnd: s.snd_cwnd,
@@ -295,8 +305,20 @@ fn tx_hold_events() -> Vec<Event> {
         tx::queue(400_000, 0x400, 2000, 1000, 1, state(1000, 2, 65535, 1)),
         tx::start_xmit(401_000, 0x400, 2000, 1000),
         tx::xmit(401_500, 0x400, 2000, 1000),
-        // rwnd: cwnd 10 has room, but its end 4000 is snd_una 2000 + snd_wnd 2000.
+        // rwnd: written at 510 µs, when an ACK found the window used up at
+        // 3000 and left it so; cwnd 10 has room. An ACK unseen opened it to
+        // 4000 at 900 µs.
         tx::sendmsg(510_000, 3000, 2000),
+        tx::ack(
+            520_000,
+            2000,
+            1000,
+            tx::State {
+                snd_nxt: 3000,
+                write_seq: 4000,
+                ..state(2000, 10, 1000, 1)
+            },
+        ),
         tx::queue(900_000, 0x500, 3000, 1000, 1, state(2000, 10, 2000, 1)),
         tx::start_xmit(900_100, 0x500, 3000, 1000),
         tx::xmit(900_200, 0x500, 3000, 1000),
@@ -347,7 +369,7 @@ fn a_large_write_drained_by_rwnd_is_held_by_rwnd() {
             snd_cwnd: 30,
             snd_wnd: 4 * MSS,
             packets_out: (seq - snd_una) / MSS,
-            ..Default::default()
+            write_seq: 1000 + 40 * MSS,
         };
         // The first window's worth leaves at once.
         let ts = if k < 4 {
@@ -361,6 +383,50 @@ fn a_large_write_drained_by_rwnd_is_held_by_rwnd() {
     assert_eq!(path(&report, "tx", "at_once").packets, 4);
     assert_eq!(path(&report, "tx", "held_rwnd").packets, 36);
     assert!(report.paths.iter().all(|p| p.path != "held_cwnd"));
+}
+
+/// Behind a token bucket: an ACK opens the window by two segments and TSQ
+/// holds them a millisecond, till the qdisc drains; the second of them uses
+/// up the window as it leaves. The window held them 90 of 1100 µs: pacing/TSQ
+/// did (the ACK's window counted from the ACK, not from the next send).
+#[test]
+fn segments_tsq_held_past_an_ack_that_opened_the_window() {
+    let state = |snd_una, snd_nxt, packets_out| tx::State {
+        snd_una,
+        snd_nxt,
+        snd_cwnd: 30,
+        snd_wnd: 4 * MSS,
+        packets_out,
+        write_seq: 7000,
+    };
+    let mut events = vec![tx::sendmsg(0, 1000, 1000)];
+    for k in 0..4u32 {
+        let seq = 1000 + k * MSS;
+        events.push(tx::queue(
+            10_000,
+            0x1000 + u64::from(k),
+            seq,
+            MSS,
+            1,
+            state(1000, seq, k),
+        ));
+    }
+    events.push(tx::ack(100_000, 3000, 4 * MSS, state(1000, 5000, 4)));
+    for k in 4..6u32 {
+        let seq = 1000 + k * MSS;
+        events.push(tx::queue(
+            1_100_000,
+            0x1000 + u64::from(k),
+            seq,
+            MSS,
+            1,
+            state(3000, seq, k - 2),
+        ));
+    }
+    let report = run(PathConfig::default(), &events);
+    assert_eq!(path(&report, "tx", "at_once").packets, 4);
+    assert_eq!(path(&report, "tx", "held_pacing_tsq").packets, 2);
+    assert!(report.paths.iter().all(|p| p.path != "held_rwnd"));
 }
 
 /// A slow reader's zero window, reopened wide by a read (the healthy lab
@@ -393,10 +459,10 @@ fn a_window_reopened_wide_held_what_waited_for_it() {
     // Their ACK closes it; a second later a read reopens it to 100 segments.
     let mut before = open(1000, 3000, 2);
     before.snd_wnd = 2 * MSS;
-    events.push(tx::ack(50_000, 3000, before));
+    events.push(tx::ack(50_000, 3000, 0, before));
     let mut zero = open(3000, 3000, 0);
     zero.snd_wnd = 0;
-    events.push(tx::ack(1_000_000_000, 3000, zero));
+    events.push(tx::ack(1_000_000_000, 3000, 100 * MSS, zero));
     for k in 2..10u32 {
         let seq = 1000 + k * MSS;
         let s = open(3000, seq, k - 2);
@@ -419,6 +485,7 @@ fn a_window_reopened_wide_held_what_waited_for_it() {
     events.push(tx::ack(
         1_100_000_100,
         11_000,
+        100 * MSS,
         written(open(3000, 11_000, 8)),
     ));
     let s = written(open(11_000, 11_000, 0));

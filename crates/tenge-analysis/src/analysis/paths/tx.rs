@@ -21,7 +21,7 @@
 use super::stats::{hold, PathId, TX_STAGE_DRIVER, TX_STAGE_QDISC, TX_STAGE_TCP};
 use super::{seq_after, seq_before, Ctx};
 use crate::event::sampled_byte;
-use crate::event::{tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
+use crate::event::{tcp_flags, tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
 use std::collections::VecDeque;
 
 /// One `tcp_sendmsg_locked` iteration.
@@ -168,10 +168,24 @@ impl TxFlow {
     }
 
     /// A segment (an ACK) reached TCP: `tcp_probe` gives the window as it
-    /// was until then, before TCP took the segment in.
+    /// was until then, before TCP took the segment in; the ACK's own window
+    /// holds from then on. Without it the wait for the next send counted as
+    /// held by a window the ACK had opened: behind a token bucket, where TSQ
+    /// held the sender then, 87 % of the segments were held_rwnd beside the
+    /// kernel's rwnd_limited 29 % of the time.
     pub fn on_ack(&mut self, ts_ns: u64, body: &tt_tcp_rcv) {
+        let sender = Sender::at_ack(body);
         let end = body.snd_una.wrapping_add(body.snd_wnd);
-        self.window_held.saw(ts_ns, end, Sender::at_ack(body));
+        self.window_held.saw(ts_ns, end, sender);
+        if body.tcp_flags & tcp_flags::ACK != 0 {
+            let una = match seq_after(body.ack, body.snd_una) {
+                true => body.ack,
+                false => body.snd_una,
+            };
+            let window = u32::from(body.win_raw) << body.snd_wscale;
+            self.window_held
+                .saw(ts_ns, una.wrapping_add(window), sender);
+        }
     }
 
     pub fn on_queue(
@@ -410,33 +424,20 @@ impl TxFlow {
     }
 }
 
-/// What held an skb of new data until `tcp_write_xmit()` sent it, from the
+/// What held an skb of new data until `tcp_write_xmit()` sent it, besides
+/// the peer's window (which its clock, [`WindowHeld`], tells), from the
 /// socket as it was when it did (net_dev_queue runs inside
-/// `tcp_transmit_skb()`, before `packets_out` and `snd_nxt` count this skb):
-/// the limit this skb used up. `tcp_cwnd_test()`: it took the last of the
-/// congestion window (`packets_out + segs >= snd_cwnd`); `tcp_snd_wnd_test()`:
-/// less than an MSS of the receive window is left past its end. A segment
-/// released by an ACK left the limit that held it just used up. Both used up:
-/// the smaller of the two allowances binds. Neither: pacing, TSQ or
-/// Nagle/autocork.
+/// `tcp_transmit_skb()`, before `packets_out` counts this skb): it took the
+/// last of the congestion window (`tcp_cwnd_test()`: `packets_out + segs >=
+/// snd_cwnd`), or else pacing, TSQ or Nagle/autocork held it. A window used
+/// up by the skb as it left says nothing of its wait: behind a token bucket
+/// every send used up what an ACK had opened, while TSQ held the sender 71 %
+/// of the time and the window 29 % (the kernel's chrono), and 87 % of the
+/// segments were called held_rwnd.
 fn binding_limit(body: &tt_window_adv, segs: u32) -> u8 {
-    let mss = body.mss_cache.max(1);
-    let cwnd_full = body.snd_cwnd > 0 && body.packets_out.saturating_add(segs) >= body.snd_cwnd;
-    let wnd_end = body.snd_una.wrapping_add(body.snd_wnd);
-    let end = body.seq.wrapping_add(body.len);
-    let left = if seq_after(wnd_end, end) {
-        wnd_end.wrapping_sub(end)
-    } else {
-        0
-    };
-    let rwnd_full = left < mss;
-    match (cwnd_full, rwnd_full) {
-        (true, true) if u64::from(body.snd_wnd) < u64::from(body.snd_cwnd) * u64::from(mss) => {
-            hold::RWND
-        }
-        (true, _) => hold::CWND,
-        (false, true) => hold::RWND,
-        (false, false) => hold::PACING_TSQ,
+    match body.snd_cwnd > 0 && body.packets_out.saturating_add(segs) >= body.snd_cwnd {
+        true => hold::CWND,
+        false => hold::PACING_TSQ,
     }
 }
 
