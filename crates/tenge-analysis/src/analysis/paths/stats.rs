@@ -76,7 +76,7 @@ pub const TX: DirSpec = DirSpec {
             ),
             (
                 "held_rwnd",
-                "held by the receive window: under an MSS of snd_wnd left past it when sent, or the window held the sender for half its wait or more",
+                "held by the receive window: it held the sender for half the segment's wait or more",
             ),
             (
                 "held_pacing_tsq",
