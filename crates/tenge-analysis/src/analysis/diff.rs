@@ -18,7 +18,8 @@ pub struct DiffRow {
     pub before: f64,
     pub after: f64,
     pub unit: Unit,
-    /// `after / before`; none when `before` is 0.
+    /// `after / before`; none when `before` is 0, or a quantile stands on no
+    /// packet on either side.
     pub ratio: Option<f64>,
     /// Packets each side's quantile stands on (quantiles only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -242,13 +243,17 @@ impl Diff {
                     .map_or((0.0, None), |f| (f.value, f.samples))
             };
             let ((before, nb), (after, na)) = (find(&b), find(&a));
+            let samples =
+                (nb.is_some() || na.is_some()).then(|| [nb.unwrap_or(0), na.unwrap_or(0)]);
+            // A quantile of no packet is no figure: no ratio to it or from it.
+            let measured = samples.is_none_or(|n| n.iter().all(|&n| n > 0));
             rows.push(DiffRow {
                 figure: figure.clone(),
                 before,
                 after,
                 unit,
-                ratio: (before != 0.0).then(|| after / before),
-                samples: (nb.is_some() || na.is_some()).then(|| [nb.unwrap_or(0), na.unwrap_or(0)]),
+                ratio: (before != 0.0 && measured).then(|| after / before),
+                samples,
             });
         }
         Diff { rows }
@@ -265,6 +270,16 @@ mod tests {
     use crate::analysis::{Analysis, AnalysisConfig, Provenance};
     use crate::event::{tt_hdr, tt_sock_task, tt_task_role, Body, Event};
     use crate::synth::Connection;
+
+    fn provenance() -> Provenance {
+        Provenance {
+            kernel_release: String::new(),
+            sample_every: 1,
+            lost: Default::default(),
+            hits_not_run: None,
+            damage: None,
+        }
+    }
 
     /// One connection of 200 segments of 1000 B, one every `every_ns`.
     fn report(every_ns: u64) -> Report {
@@ -299,13 +314,7 @@ mod tests {
         for ev in c.events() {
             analysis.push(&ev).for_each(drop);
         }
-        analysis.finish(Provenance {
-            kernel_release: String::new(),
-            sample_every: 1,
-            lost: Default::default(),
-            hits_not_run: None,
-            damage: None,
-        })
+        analysis.finish(provenance())
     }
 
     /// The same bytes twice as fast: throughput doubles, bytes stay, and
@@ -344,5 +353,27 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), diff.rows.len());
+    }
+
+    /// A path the other recording has no packet on: its quantiles there are
+    /// no figure, and no ratio is made of them.
+    #[test]
+    fn a_path_on_one_side_has_no_ratio_of_its_costs() {
+        let nothing = Analysis::new(AnalysisConfig::default()).finish(provenance());
+        let diff = Diff::of(&report(20_000), &nothing);
+        let quantile = diff
+            .rows
+            .iter()
+            .find(|r| r.figure.starts_with("stage_p50_ns.rx."))
+            .expect("an RX stage quantile");
+        assert!(quantile.samples.is_some_and(|[b, a]| b > 0 && a == 0));
+        assert_eq!(quantile.ratio, None);
+        // A count of it is a figure: it went to 0.
+        let packets = diff
+            .rows
+            .iter()
+            .find(|r| r.figure.starts_with("path_packets.rx."))
+            .expect("an RX path count");
+        assert_eq!(packets.ratio, Some(0.0));
     }
 }

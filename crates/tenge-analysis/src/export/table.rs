@@ -368,10 +368,15 @@ pub fn render_diff(diff: &Diff, width: Option<usize>) -> String {
         "packets".into(),
     ]];
     for r in &diff.rows {
+        // A quantile of no packet: "-", not 0 ns.
+        let value = |v: f64, side: usize| match r.samples {
+            Some(n) if n[side] == 0 => "-".to_string(),
+            _ => diff_value(r.unit, v),
+        };
         rows.push(vec![
             r.figure.clone(),
-            diff_value(r.unit, r.before),
-            diff_value(r.unit, r.after),
+            value(r.before, 0),
+            value(r.after, 1),
             r.ratio.map_or("-".into(), |x| format!("{x:.2}")),
             r.samples
                 .map_or(String::new(), |[b, a]| format!("{b} / {a}")),
@@ -425,6 +430,16 @@ mod tests {
                     403531.0,
                     Unit::Bytes,
                 ),
+                DiffRow {
+                    samples: Some([719373, 0]),
+                    ratio: None,
+                    ..row(
+                        "stage_p50_ns.tx.held_rwnd.tcp",
+                        69100.0,
+                        0.0,
+                        Unit::Nanoseconds,
+                    )
+                },
             ],
         };
         let table = render_diff(&diff, None);
@@ -436,10 +451,13 @@ mod tests {
                 "process.py.3.mean_advertised_window",
                 ["25.3 KiB", "394.1 KiB"],
             ),
+            // A quantile of no packet is no value, not 0 ns.
+            ("stage_p50_ns.tx.held_rwnd.tcp", ["69.1 µs", "-"]),
         ] {
             let line = table.lines().find(|l| l.starts_with(figure)).unwrap();
             let cells: Vec<&str> = line.split("  ").map(str::trim).collect();
             assert!(values.iter().all(|v| cells.contains(v)), "{line}");
+            assert!(!cells.contains(&"0 ns"), "{line}");
         }
     }
 
