@@ -349,10 +349,12 @@ pub fn send_ceiling(send: &SendWindow) -> Option<Advice> {
     })
 }
 
-/// For `free_space` and the current `mss`: the largest MSS giving k whole
-/// segments, for the current k and the next three (`⌊free/k⌋`, leaving
-/// `free mod k` < k bytes), as MTUs with `overhead` bytes of headers.
-pub fn mtu_choices(free_space: u64, mss: u32, overhead: u32) -> Option<Advice> {
+/// For the window `free` offers (at most `window_max`, what an unscaled
+/// header carries) and the current `mss`: the largest MSS giving k whole
+/// segments, for the current k and the next three (`⌊window/k⌋`, leaving
+/// `window mod k` < k bytes), as MTUs with `overhead` bytes of headers.
+pub fn mtu_choices(free: u64, window_max: u64, mss: u32, overhead: u32) -> Option<Advice> {
+    let free_space = free.min(window_max);
     if mss == 0 || free_space < u64::from(mss) {
         return None;
     }
@@ -371,8 +373,13 @@ pub fn mtu_choices(free_space: u64, mss: u32, overhead: u32) -> Option<Advice> {
         .collect();
     let current_lost_bytes = free_space % u64::from(mss);
     let best = options.first()?;
+    // More free than a header carries: say so, not that the ceiling was free.
+    let held = match free > window_max {
+        true => format!("{free} B free, of which an unscaled window carries {free_space} B:"),
+        false => format!("{free_space} B free hold"),
+    };
     let message = format!(
-        "{free_space} B free hold {current} × {mss} B segments, {current_lost_bytes} B unused; an MSS of {} (MTU {} with timestamps) would use all but {} B",
+        "{held} {current} × {mss} B segments, {current_lost_bytes} B unused; an MSS of {} (MTU {} with timestamps) would use all but {} B",
         best.mss, best.mtu, best.lost_bytes
     );
     Some(Advice::Mtu {
@@ -584,7 +591,7 @@ mod tests {
             current_lost_bytes,
             options,
             ..
-        }) = mtu_choices(33000, 8948, 52)
+        }) = mtu_choices(33000, 65535, 8948, 52)
         else {
             panic!()
         };
@@ -603,10 +610,26 @@ mod tests {
             ]
         );
         // 27001 B: k = 4 → 6750, 1 B left (27001 − 27000).
-        let Some(Advice::Mtu { options, .. }) = mtu_choices(27001, 8948, 52) else {
+        let Some(Advice::Mtu { options, .. }) = mtu_choices(27001, 65535, 8948, 52) else {
             panic!()
         };
         assert_eq!((options[1].mss, options[1].lost_bytes), (6750, 1));
-        assert!(mtu_choices(2464, 8948, 52).is_none());
+        assert!(mtu_choices(2464, 65535, 8948, 52).is_none());
+        // 100164 B free, unscaled: the window holds 65535 B of them, and the
+        // message says both (the healthy lab without scaling).
+        let Some(Advice::Mtu {
+            free_space,
+            current_lost_bytes,
+            message,
+            ..
+        }) = mtu_choices(100164, 65535, 8948, 52)
+        else {
+            panic!()
+        };
+        assert_eq!((free_space, current_lost_bytes), (65535, 2899));
+        assert!(
+            message.starts_with("100164 B free, of which an unscaled window carries 65535 B: 7 × 8948 B segments, 2899 B unused"),
+            "{message}"
+        );
     }
 }

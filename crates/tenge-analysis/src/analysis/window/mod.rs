@@ -1559,7 +1559,8 @@ impl WindowAnalyzer {
                 let options = TIMESTAMP_OPTION_BYTES;
                 // Unscaled: segments fill at most the 65535 B a header carries.
                 advice.extend(advice::mtu_choices(
-                    (free as u64).min(advice::UNSCALED_WINDOW_MAX),
+                    free as u64,
+                    advice::UNSCALED_WINDOW_MAX,
                     effective_sender_mss,
                     ip_tcp + options,
                 ));
