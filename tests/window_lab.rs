@@ -503,9 +503,11 @@ fn rwnd_limited_fraction_matches_ss() {
 /// backlog of 0) is full with a first connection, so the kernel drops the
 /// second one's SYN and its client sends it again a second later: the
 /// client waits over a second with a SYN out and no window from the peer,
-/// then sends 8 MiB. That wait read as rwnd-limited (a SYN's sequence
-/// number unsent, window 0) and then cwnd-limited (the SYN again, cwnd 1),
-/// with an alert; the kernel's chrono counts none of it busy.
+/// then sends 256 KiB, too little for a limit to last an alert's 100 ms
+/// (8 MiB were, under emulation in the kernel matrix). That wait read as
+/// rwnd-limited (a SYN's sequence number unsent, window 0) and then
+/// cwnd-limited (the SYN again, cwnd 1), with an alert; the kernel's chrono
+/// counts none of it busy.
 #[test]
 fn a_handshake_held_back_is_no_send_limit() {
     if !common::require_root("a_handshake_held_back_is_no_send_limit") {
@@ -550,7 +552,7 @@ fn a_handshake_held_back_is_no_send_limit() {
             let start = Instant::now();
             let mut c = TcpStream::connect(listen)?;
             let handshake = start.elapsed();
-            c.write_all(&vec![7u8; 8 << 20])?;
+            c.write_all(&vec![7u8; 256 << 10])?;
             drop(c);
             std::thread::sleep(Duration::from_millis(200));
             Ok(handshake)
