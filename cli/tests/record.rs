@@ -4,7 +4,8 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 use tenge_trace::event::Body;
 use tenge_trace::flow::FlowTable;
 use tenge_trace::lab::iperf::Iperf3Server;
@@ -13,6 +14,26 @@ use tenge_trace::trace_file::{KernelPointers, TraceReader};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tenge-trace"))
+}
+
+/// `record ARGS -o FILE --addr RECEIVER --` iperf3 from the lab's sender to
+/// a server on its receiver, with `iperf3_args`.
+fn record_iperf3(lab: &Lab, file: &Path, args: &[&str], iperf3_args: &[&str]) -> Output {
+    let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
+    let receiver = lab.receiver_ip().to_string();
+    let out = bin()
+        .arg("record")
+        .args(args)
+        .arg("-o")
+        .arg(file)
+        .args(["--addr", &receiver, "--"])
+        .args(["ip", "netns", "exec", lab.sender_netns().name()])
+        .args(["iperf3", "-c", &receiver, "-p", "5201"])
+        .args(iperf3_args)
+        .output()
+        .unwrap();
+    drop(server);
+    out
 }
 
 #[derive(Default, Debug)]
@@ -27,30 +48,13 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
         return;
     }
     let lab = Lab::new(&LabConfig::default()).unwrap();
-    let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
     let dir = common::TempDir::new("record-iperf3");
     let file = dir.join("iperf3.ttr");
-    let receiver = lab.receiver_ip().to_string();
-    let out = bin()
-        .args(["record", "-q", "--count-hits", "-o"])
-        .arg(&file)
-        .args([
-            "--addr",
-            &receiver,
-            "--",
-            "ip",
-            "netns",
-            "exec",
-            lab.sender_netns().name(),
-        ])
-        .args(["iperf3", "-c", &receiver, "-p", "5201", "-t", "1"])
-        .output()
-        .unwrap();
+    let out = record_iperf3(&lab, &file, &["-q", "--count-hits"], &["-t", "1"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("(command exited)"), "{stderr}");
     assert!(stderr.contains("hook hits"), "{stderr}");
-    drop(server);
 
     let mut reader = TraceReader::open(&file).unwrap();
     assert_eq!(reader.meta().command[0], "ip");
@@ -314,19 +318,10 @@ fn record_by_time_slices_writes_its_pauses() {
         return;
     }
     let lab = Lab::new(&LabConfig::default()).unwrap();
-    let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
     let dir = common::TempDir::new("record-slices");
     let file = dir.join("sliced.ttr");
-    let receiver = lab.receiver_ip().to_string();
-    let out = bin()
-        .args(["record", "-q", "--sample", "4", "--slice", "50ms", "-o"])
-        .arg(&file)
-        .args(["--addr", &receiver, "--"])
-        .args(["ip", "netns", "exec", lab.sender_netns().name()])
-        .args(["iperf3", "-c", &receiver, "-p", "5201", "-t", "2"])
-        .output()
-        .unwrap();
-    drop(server);
+    let args = ["-q", "--sample", "4", "--slice", "50ms"];
+    let out = record_iperf3(&lab, &file, &args, &["-t", "2"]);
     assert!(
         out.status.success(),
         "{}",
@@ -640,19 +635,9 @@ fn a_reversed_transfer_is_reported_from_the_side_that_received_it() {
         return;
     }
     let lab = Lab::new(&LabConfig::default()).unwrap();
-    let server = Iperf3Server::start(lab.receiver_netns().name(), 5201).unwrap();
     let dir = common::TempDir::new("record-reverse");
     let file = dir.join("reverse.ttr");
-    let receiver = lab.receiver_ip().to_string();
-    let out = bin()
-        .args(["record", "-q", "-o"])
-        .arg(&file)
-        .args(["--addr", &receiver, "--"])
-        .args(["ip", "netns", "exec", lab.sender_netns().name()])
-        .args(["iperf3", "-c", &receiver, "-p", "5201", "-t", "1", "-R"])
-        .output()
-        .unwrap();
-    drop(server);
+    let out = record_iperf3(&lab, &file, &["-q"], &["-t", "1", "-R"]);
     assert!(
         out.status.success(),
         "{}",

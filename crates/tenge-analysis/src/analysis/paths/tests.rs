@@ -399,30 +399,16 @@ fn segments_tsq_held_past_an_ack_that_opened_the_window() {
         packets_out,
         write_seq: 7000,
     };
+    // Segment k leaves at `ts`, `packets_out` before it.
+    let send = |ts, k: u32, snd_una, packets_out| {
+        let seq = 1000 + k * MSS;
+        let skb = 0x1000 + u64::from(k);
+        tx::queue(ts, skb, seq, MSS, 1, state(snd_una, seq, packets_out))
+    };
     let mut events = vec![tx::sendmsg(0, 1000, 1000)];
-    for k in 0..4u32 {
-        let seq = 1000 + k * MSS;
-        events.push(tx::queue(
-            10_000,
-            0x1000 + u64::from(k),
-            seq,
-            MSS,
-            1,
-            state(1000, seq, k),
-        ));
-    }
+    events.extend((0..4).map(|k| send(10_000, k, 1000, k)));
     events.push(tx::ack(100_000, 3000, 4 * MSS, state(1000, 5000, 4)));
-    for k in 4..6u32 {
-        let seq = 1000 + k * MSS;
-        events.push(tx::queue(
-            1_100_000,
-            0x1000 + u64::from(k),
-            seq,
-            MSS,
-            1,
-            state(3000, seq, k - 2),
-        ));
-    }
+    events.extend((4..6).map(|k| send(1_100_000, k, 3000, k - 2)));
     let report = run(PathConfig::default(), &events);
     assert_eq!(path(&report, "tx", "at_once").packets, 4);
     assert_eq!(path(&report, "tx", "held_pacing_tsq").packets, 2);
