@@ -600,6 +600,54 @@ fn mss_clamp_only_where_the_window_binds() {
     assert_eq!(kinds(&lossy_receiver_at_srtt(100_000)), []);
 }
 
+/// An autotuned buffer behind an unscaled window (scaling off, loss made
+/// the kernel grow it): 2 MiB free, 65535 B offered. The alert tells the
+/// loss, not a rate the lost megabytes would carry per round trip.
+#[test]
+fn a_clamp_far_below_the_free_space_claims_no_rate_for_it() {
+    let r = &RECEIVER;
+    let mut events = vec![r.rcv(
+        0,
+        tt_tcp_rcv {
+            srtt_us: 1000,
+            ..ack(0, 0, 0, 0, 65535)
+        },
+    )];
+    let mut rcv_nxt = 1000u32;
+    for i in 0..100u64 {
+        let adv = tt_window_adv {
+            sk_rcvbuf: 4 << 20,
+            sk_rmem_alloc: 0,
+            window_clamp: 4 << 20,
+            rcv_ssthresh: 1 << 20,
+            rcv_mss: 1448,
+            advmss: 1448,
+            // 1 MB (the soft cap) rounded down to 1448: 724 segments.
+            rcv_wnd: 724 * 1448,
+            window: 65535,
+            win_raw: 65535,
+            ..paper_adv(0, rcv_nxt, 0)
+        };
+        events.push(r.adv(i * MS, adv));
+        rcv_nxt += 65535;
+    }
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    assert_eq!(report.flows[0].window.receive.classes.clamped_65535, 100);
+    let fired: Vec<_> = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::MssClamp)
+        .collect();
+    assert_eq!(fired.len(), 1, "{alerts:?}");
+    let message = &fired[0].message;
+    assert!(
+        message.contains(
+            "to the 65535 header clamp (no window scaling): 2031617 of 2097152 B per window;"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("at srtt"), "{message}");
+}
+
 #[test]
 fn mss_clamp_alert_once_per_episode() {
     let r = &RECEIVER;
