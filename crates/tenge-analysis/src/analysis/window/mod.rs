@@ -1469,7 +1469,7 @@ impl WindowAnalyzer {
         // What a receive buffer or an MTU can mend; cwnd or the send
         // buffer limiting alone are not (its window already holds the data).
         let rounding_flagged = window.receive.rounding_loss_fraction >= threshold
-            || chain.is_some_and(|c| c.compounded_loss_fraction >= threshold);
+            || chain.is_some_and(|c| c.rounding_loss_fraction() >= threshold);
         // Stalls too short to alert flag the flow where together they took
         // the threshold's share of its time: a loopback's 64 KiB MSS made
         // zero windows of 45 µs a few times a second, 0.03 % of a healthy

@@ -37,6 +37,22 @@ impl WindowChain {
         Self::from_advertised(w.free_space, advertised, Some(w.class), sender_mss)
     }
 
+    /// The share of the free space rounding and the header's clamp took:
+    /// all the chain's loss where one of them shaped the window, but where it
+    /// was the free space or the soft cap `rcv_ssthresh` (which grows with
+    /// the transfer: a 200 KB connection's window ends far below its
+    /// autotuned free space), only the sender's rounding of it.
+    pub fn rounding_loss_fraction(&self) -> f64 {
+        match self.shaped_by {
+            None
+            | Some(
+                WindowClass::MssRounded | WindowClass::WscaleAligned | WindowClass::Clamped65535,
+            ) => self.compounded_loss_fraction,
+            Some(_) if self.advertised == 0 => 0.0,
+            Some(_) => (self.advertised - self.usable) as f64 / self.advertised as f64,
+        }
+    }
+
     fn from_advertised(
         free_space: u64,
         advertised: u64,
@@ -238,6 +254,26 @@ pub fn ideal_window(link_bps: u64, rtt_us: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_soft_cap_is_no_rounding() {
+        // A short connection's window: 2892769 B free, the soft cap offered
+        // 186368, the sender uses 185344 of it (the many-connections run).
+        let held = |class| HeldWindow {
+            free_space: 2892769,
+            advertised: 186368,
+            class,
+            held_ns: 1,
+        };
+        let capped = WindowChain::held(held(WindowClass::Unconstrained), 1448);
+        assert!(capped.compounded_loss_fraction > 0.9);
+        assert_eq!(capped.rounding_loss_fraction(), 1024.0 / 186368.0);
+        let clamped = WindowChain::held(held(WindowClass::Clamped65535), 1448);
+        assert_eq!(
+            clamped.rounding_loss_fraction(),
+            clamped.compounded_loss_fraction
+        );
+    }
 
     #[test]
     fn paper_example_exactly() {
