@@ -347,6 +347,17 @@ fn block_chosen(block: u32, every: u32) -> bool {
     h.is_multiple_of(every)
 }
 
+/// What an ACK (`tcp_probe`'s state, before TCP took it in) leaves once
+/// taken in: `snd_una`, the later of it and the ACK, and the window the ACK
+/// offers, `win_raw << snd_wscale` (the new `snd_wnd`).
+pub fn after_ack(r: &tt_tcp_rcv) -> (u32, u32) {
+    let una = match r.ack.wrapping_sub(r.snd_una) as i32 > 0 {
+        true => r.ack,
+        false => r.snd_una,
+    };
+    (una, u32::from(r.win_raw) << r.snd_wscale)
+}
+
 /// Whether 1-in-`every` sampling keeps the byte at sequence number `seq`.
 pub fn sampled_byte(seq: u32, every: u32) -> bool {
     every <= 1 || block_chosen(seq >> TT_SAMPLE_BLOCK_SHIFT, every)
@@ -600,6 +611,21 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ack_moves_una_forward_only_and_scales_its_window() {
+        let ack = |snd_una, ack| tt_tcp_rcv {
+            snd_una,
+            ack,
+            win_raw: 1000,
+            snd_wscale: 3,
+            ..Default::default()
+        };
+        assert_eq!(after_ack(&ack(100, 300)), (300, 8000));
+        // An old ACK leaves snd_una; across the wrap, a new one moves it.
+        assert_eq!(after_ack(&ack(300, 100)), (300, 8000));
+        assert_eq!(after_ack(&ack(u32::MAX - 5, 10)), (10, 8000));
+    }
 
     #[test]
     fn tcp_states_and_flags_by_name() {

@@ -21,7 +21,7 @@
 use super::stats::{hold, PathId, TX_STAGE_DRIVER, TX_STAGE_QDISC, TX_STAGE_TCP};
 use super::{seq_after, seq_before, Ctx};
 use crate::event::sampled_byte;
-use crate::event::{tcp_flags, tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
+use crate::event::{after_ack, tcp_flags, tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
 use std::collections::VecDeque;
 
 /// One `tcp_sendmsg_locked` iteration.
@@ -178,11 +178,7 @@ impl TxFlow {
         let end = body.snd_una.wrapping_add(body.snd_wnd);
         self.window_held.saw(ts_ns, end, sender);
         if body.tcp_flags & tcp_flags::ACK != 0 {
-            let una = match seq_after(body.ack, body.snd_una) {
-                true => body.ack,
-                false => body.snd_una,
-            };
-            let window = u32::from(body.win_raw) << body.snd_wscale;
+            let (una, window) = after_ack(body);
             self.window_held
                 .saw(ts_ns, una.wrapping_add(window), sender);
         }

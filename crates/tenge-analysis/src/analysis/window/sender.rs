@@ -5,7 +5,7 @@ use super::kernel::round_down_to;
 use super::limits::seq_gap;
 use super::receiver::{HeldWindow, WindowClass};
 use super::TimeWeighted;
-use crate::event::{tcp_flags, tt_tcp_rcv};
+use crate::event::{after_ack, tcp_flags, tt_tcp_rcv};
 use serde::Serialize;
 
 /// Feng et al. §3.5.1, one step at a time: the receiver rounds its free space
@@ -88,11 +88,10 @@ pub(super) struct AckView {
 
 impl AckView {
     pub fn of(r: &tt_tcp_rcv) -> Self {
-        let acked = seq_gap(r.snd_una, r.ack);
-        let una_after = r.snd_una.wrapping_add(acked);
+        let (una_after, window) = after_ack(r);
         AckView {
-            window: u32::from(r.win_raw) << r.snd_wscale,
-            acked,
+            window,
+            acked: una_after.wrapping_sub(r.snd_una),
             data_waiting: seq_gap(r.snd_nxt, r.write_seq) > 0 || seq_gap(una_after, r.snd_nxt) > 0,
         }
     }
@@ -194,9 +193,6 @@ impl SenderSide {
         }
     }
 
-    /// Data is written or leaves (a write, or a segment with data): after
-    /// an ACK that had left nothing waiting, busy time begins again, under
-    /// that ACK's window (the kernel's chrono starts at the write).
     /// Sent more than it received (`received`, of our receiving side): the
     /// direction its report is about. iperf3 -R's data socket sends a 37 B
     /// cookie and receives the transfer: it is the data's receiver.
@@ -204,6 +200,9 @@ impl SenderSide {
         self.sent_data && self.bytes_acked >= received
     }
 
+    /// Data is written or leaves (a write, or a segment with data): after
+    /// an ACK that had left nothing waiting, busy time begins again, under
+    /// that ACK's window (the kernel's chrono starts at the write).
     pub fn on_data(&mut self, ts_ns: u64) {
         if let Some((values, ceiling)) = self.resume.take() {
             self.hold(ts_ns, values, ceiling);
