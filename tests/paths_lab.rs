@@ -13,6 +13,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tenge_trace::abi::tt_pause_edge::TT_PAUSE_BOUND;
 use tenge_trace::analysis::paths::{PathAnalyzer, PathConfig, PathEntry, PathReport};
+use tenge_trace::analysis::window::Advice;
+use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance};
 use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::{Body, Event};
 use tenge_trace::lab::pingpong::{self, PingPongConfig};
@@ -126,6 +128,17 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, count_hits: bool) -> BulkRun {
 /// Runs `work` with the tracer attached to the lab's traffic; returns its
 /// result and the path report of everything traced meanwhile.
 fn traced<T: Send>(lab: &Lab, work: impl FnOnce() -> T + Send) -> (T, PathReport) {
+    let mut paths = PathAnalyzer::default();
+    let result = traced_into(lab, work, |ev| paths.push(ev));
+    (result, paths.finish())
+}
+
+/// Runs `work` with the tracer on the lab's traffic, each event to `on_event`.
+fn traced_into<T: Send>(
+    lab: &Lab,
+    work: impl FnOnce() -> T + Send,
+    mut on_event: impl FnMut(&Event),
+) -> T {
     let options = TracerOptions {
         filters: Filters {
             addr: Some(lab.receiver_ip().into()),
@@ -134,7 +147,6 @@ fn traced<T: Send>(lab: &Lab, work: impl FnOnce() -> T + Send) -> (T, PathReport
         ..TracerOptions::default()
     };
     let mut tracer = Tracer::start(&options).expect("tracer");
-    let mut paths = PathAnalyzer::default();
     let stop = AtomicBool::new(false);
     let (result, stats) = std::thread::scope(|s| {
         let worker = s.spawn(|| {
@@ -149,7 +161,7 @@ fn traced<T: Send>(lab: &Lab, work: impl FnOnce() -> T + Send) -> (T, PathReport
             &stop,
             None,
             &mut Callbacks(
-                |record: &[u8]| paths.push(&Event::decode(record).expect("a valid record")),
+                |record: &[u8]| on_event(&Event::decode(record).expect("a valid record")),
                 |_: &CollectStats| {},
             ),
         );
@@ -158,7 +170,7 @@ fn traced<T: Send>(lab: &Lab, work: impl FnOnce() -> T + Send) -> (T, PathReport
     assert_eq!(stats.lost_total(), 0, "the ring buffer overflowed");
     // Journeys end within the collector's hold: every event in time order.
     assert_eq!(stats.late, 0, "events out of time order");
-    (result, paths.finish())
+    result
 }
 
 /// [`bulk_run`] of every packet, while a second tracer on the lab's
@@ -762,6 +774,70 @@ fn rx_path_latency_is_consistent_with_pingpong_half_rtt() {
         half_rtt <= 3 * rx_total,
         "half RTT {half_rtt} ns > 3 x RX {rx_total} ns"
     );
+}
+
+/// Requests of 200 B written in two parts without TCP_NODELAY: Nagle's
+/// algorithm holds each second part until the ACK of the first, which the
+/// echo server delays (it answers only the whole request), so a round trip
+/// takes the delayed-ACK timer, 40 ms or more. The ping-pong's own clock is
+/// the ground truth: the `held_nagle` waits are its round trips but for the
+/// echo's way back, and the writer's socket is advised of TCP_NODELAY. With
+/// it, nothing is held.
+#[test]
+fn nagle_holds_the_second_part_of_each_request_until_the_delayed_ack() {
+    if !require_root("nagle_holds_the_second_part_of_each_request_until_the_delayed_ack") {
+        return;
+    }
+    let _serial = serial();
+    let lab = Lab::new(&LabConfig::default()).unwrap();
+    for nodelay in [false, true] {
+        let cfg = PingPongConfig {
+            rounds: 40,
+            size: 200,
+            writes: 2,
+            nodelay,
+            ..PingPongConfig::default()
+        };
+        let mut analysis = Analysis::new(AnalysisConfig::default());
+        let pingpong = traced_into(
+            &lab,
+            || pingpong::run(&lab, &cfg).unwrap(),
+            |ev| drop(analysis.push(ev)),
+        );
+        let report = analysis.finish(Provenance::default());
+        eprint!("{}", report.path_costs.render_table(None));
+        let rtt = pingpong.half_rtt_quantile(0.5).as_nanos() as u64 * 2;
+        let client = pingpong.client.to_string();
+        let writer = report.flows.iter().find(|f| f.src == client).unwrap();
+        let advised = writer
+            .advice
+            .iter()
+            .any(|a| matches!(a, Advice::Nagle { .. }));
+        let held = report
+            .path_costs
+            .paths
+            .iter()
+            .find(|p| p.path == "held_nagle");
+        eprintln!("nodelay {nodelay}: round trip p50 {rtt} ns");
+        if nodelay {
+            assert!(held.is_none() && !advised, "{:?}", writer.advice);
+            assert!(rtt < 10_000_000, "round trip p50 {rtt} ns with TCP_NODELAY");
+            continue;
+        }
+        // The first round trips ACK at once (quick ACK mode at the start).
+        let held = held.expect("segments held by Nagle's algorithm");
+        assert!(held.packets >= 30, "{} held of 40", held.packets);
+        assert!(held.packets <= 40, "{} held of 40", held.packets);
+        let wait = held.stages[0].p50_ns;
+        assert!(rtt >= 40_000_000, "round trip p50 {rtt} ns: no delayed ACK");
+        // The wait is the round trip but the echo's way back, within the
+        // histogram's 1 %.
+        assert!(
+            wait * 100 <= rtt * 102 && wait * 10 >= rtt * 9,
+            "held_nagle p50 {wait} ns beside the round trips' {rtt} ns"
+        );
+        assert!(advised, "no Nagle advice: {:?}", writer.advice);
+    }
 }
 
 /// How long a vCPU of the two-NIC guest may stand still between two probes

@@ -18,7 +18,7 @@ use paths::{PathAnalyzer, PathConfig, PathReport};
 pub use pauses::Pauses;
 use retired::Retired;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use window::{Alerts, FlowWindowReport, WindowAnalyzer, WindowConfig};
 
 #[derive(Clone, Debug, Default)]
@@ -297,6 +297,7 @@ impl Analysis {
     /// [`finish`](Self::finish), and the stage spans not yet taken.
     pub fn finish_with_spans(self, provenance: Provenance) -> (Report, Vec<paths::StageSpan>) {
         let events_lost = provenance.lost.values().sum();
+        let threshold = self.window.threshold();
         let mut window = self.window.finish(events_lost);
         let mut sockets: Vec<FlowInfo> = self.flows.flows().into_iter().cloned().collect();
         let retirement = self.retired.map(|retired| {
@@ -310,6 +311,7 @@ impl Analysis {
         window.flows.sort_by_key(|f| f.sock_cookie);
         let pauses = Some(self.paths.pauses()).filter(|p| p.count > 0);
         let (path_costs, spans) = self.paths.finish_with_spans();
+        advise_nagle(&mut window.flows, &path_costs, threshold);
         let report = Report {
             tool_version: env!("CARGO_PKG_VERSION"),
             kernel_release: provenance.kernel_release,
@@ -328,5 +330,42 @@ impl Analysis {
             retirement,
         };
         (report, spans)
+    }
+}
+
+/// Advice for each socket whose small segments waited on Nagle's algorithm
+/// (its `held_nagle` path) for `threshold` of its time or more. Not where
+/// sampled: the counts are then estimates, and no advice rests on them.
+fn advise_nagle(flows: &mut [FlowWindowReport], paths: &PathReport, threshold: f64) {
+    if paths.scale != 1.0 {
+        return;
+    }
+    let by_cookie: HashMap<u64, &paths::FlowPaths> =
+        paths.flows.iter().map(|f| (f.cookie, f)).collect();
+    for flow in flows {
+        let Some(flow_paths) = by_cookie.get(&flow.sock_cookie) else {
+            continue;
+        };
+        let holds = || {
+            flow_paths
+                .paths
+                .iter()
+                .filter(|e| e.direction == "tx" && e.dimension == "hold")
+        };
+        let Some(held) = holds().find(|e| e.path == "held_nagle") else {
+            continue;
+        };
+        let tcp = &held.stages[paths::stats::TX_STAGE_TCP];
+        let duration_ns = flow.last_ns.saturating_sub(flow.first_ns);
+        if tcp.total_ns > 0 && tcp.total_ns as f64 >= threshold * duration_ns as f64 {
+            let sent = holds().map(|e| e.packets).sum();
+            flow.advice.push(window::advice::nagle(
+                held.packets,
+                sent,
+                tcp.total_ns,
+                tcp.p50_ns,
+                duration_ns,
+            ));
+        }
     }
 }

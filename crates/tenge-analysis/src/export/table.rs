@@ -322,7 +322,8 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
             Advice::ReceiveBuffer { message, .. }
             | Advice::Reader { message, .. }
             | Advice::ThroughputCeiling { message, .. }
-            | Advice::Mtu { message, .. } => message,
+            | Advice::Mtu { message, .. }
+            | Advice::Nagle { message, .. } => message,
         };
         let _ = writeln!(out, "  advice: {message}");
     }

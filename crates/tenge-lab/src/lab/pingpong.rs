@@ -30,6 +30,11 @@ pub struct PingPongConfig {
     pub size: usize,
     /// Server port; 0 picks a free one.
     pub port: u16,
+    /// Writes each message takes at the client (its parts as equal as they go).
+    pub writes: usize,
+    /// TCP_NODELAY on both ends; without it, Nagle's algorithm holds a
+    /// message's later parts until the peer's ACK of the first.
+    pub nodelay: bool,
 }
 
 impl Default for PingPongConfig {
@@ -38,6 +43,8 @@ impl Default for PingPongConfig {
             rounds: 2000,
             size: 64,
             port: 0,
+            writes: 1,
+            nodelay: true,
         }
     }
 }
@@ -71,7 +78,7 @@ pub fn run(lab: &Lab, cfg: &PingPongConfig) -> Result<PingPongReport> {
         let server = lab.receiver_netns().spawn_scoped(s, move || {
             let listener = TcpListener::bind(listen_addr).context("ping-pong bind")?;
             let _ = addr_tx.send(listener.local_addr()?);
-            serve(&listener, cfg.size)
+            serve(&listener, cfg)
         });
         let client = addr_rx.recv().ok().map(|server_addr| {
             lab.sender_netns()
@@ -94,7 +101,7 @@ fn join<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
 }
 
 /// Accepts one connection and echoes whole messages until the client closes.
-fn serve(listener: &TcpListener, size: usize) -> Result<()> {
+fn serve(listener: &TcpListener, cfg: &PingPongConfig) -> Result<()> {
     listener.set_nonblocking(true)?;
     let deadline = Instant::now() + PEER_TIMEOUT;
     let mut stream = loop {
@@ -106,8 +113,8 @@ fn serve(listener: &TcpListener, size: usize) -> Result<()> {
             Err(e) => return Err(e).context("ping-pong accept"),
         }
     };
-    configure(&stream)?;
-    let mut message = vec![0; size.max(1)];
+    configure(&stream, cfg.nodelay)?;
+    let mut message = vec![0; cfg.size.max(1)];
     loop {
         match stream.read_exact(&mut message) {
             Ok(()) => stream.write_all(&message).context("ping-pong echo")?,
@@ -120,13 +127,16 @@ fn serve(listener: &TcpListener, size: usize) -> Result<()> {
 fn ping(server: SocketAddr, cfg: &PingPongConfig) -> Result<PingPongReport> {
     let mut stream =
         TcpStream::connect_timeout(&server, PEER_TIMEOUT).context("ping-pong connect")?;
-    configure(&stream)?;
+    configure(&stream, cfg.nodelay)?;
     let message: Vec<u8> = (0..cfg.size.max(1)).map(|i| i as u8).collect();
+    let part = message.len().div_ceil(cfg.writes.max(1));
     let mut echo = vec![0; message.len()];
     let mut rtts = Vec::with_capacity(cfg.rounds as usize);
     for _ in 0..cfg.rounds {
         let sent = Instant::now();
-        stream.write_all(&message).context("ping-pong send")?;
+        for part in message.chunks(part) {
+            stream.write_all(part).context("ping-pong send")?;
+        }
         stream.read_exact(&mut echo).context("ping-pong reply")?;
         rtts.push(sent.elapsed());
         if echo != message {
@@ -140,8 +150,8 @@ fn ping(server: SocketAddr, cfg: &PingPongConfig) -> Result<PingPongReport> {
     })
 }
 
-fn configure(stream: &TcpStream) -> Result<()> {
-    stream.set_nodelay(true)?;
+fn configure(stream: &TcpStream, nodelay: bool) -> Result<()> {
+    stream.set_nodelay(nodelay)?;
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(PEER_TIMEOUT))?;
     stream.set_write_timeout(Some(PEER_TIMEOUT))?;

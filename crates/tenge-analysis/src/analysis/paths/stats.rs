@@ -39,8 +39,9 @@ pub mod hold {
     pub const CWND: u8 = 1;
     pub const RWND: u8 = 2;
     pub const PACING_TSQ: u8 = 3;
-    pub const RETRANSMIT: u8 = 4;
-    pub const WRITE_UNSEEN: u8 = 5;
+    pub const NAGLE: u8 = 4;
+    pub const RETRANSMIT: u8 = 5;
+    pub const WRITE_UNSEEN: u8 = 6;
 }
 
 /// RX values, indices into the `RX.dims` value lists.
@@ -80,7 +81,11 @@ pub const TX: DirSpec = DirSpec {
             ),
             (
                 "held_pacing_tsq",
-                "held with cwnd and rwnd open: pacing, TSQ, Nagle/autocork",
+                "held with cwnd and rwnd open: pacing, TSQ, autocork, cork",
+            ),
+            (
+                "held_nagle",
+                "under the MSS, held until the ACK of an earlier small segment, unacked when it was written, let it go: Nagle's algorithm",
             ),
             (
                 "retransmit",
@@ -419,7 +424,7 @@ mod tests {
     #[test]
     fn path_index_round_trips() {
         let all: usize = DIRECTIONS.iter().map(|d| combos(d)).sum();
-        assert_eq!(all, 6 + 3 * 3 * 4);
+        assert_eq!(all, 7 + 3 * 3 * 4);
         for i in 0..all {
             assert_eq!(PathId::from_index(i).index(), i);
         }

@@ -482,6 +482,67 @@ fn a_window_reopened_wide_held_what_waited_for_it() {
     assert_eq!(path(&report, "tx", "held_pacing_tsq").packets, 1);
 }
 
+/// A request in two writes of 100 B without TCP_NODELAY: the first leaves
+/// at once, the second waits for the ACK of the first, which the peer
+/// delays 40 ms, and leaves as it comes in (`tcp_nagle_check()`).
+fn request_in_two_writes(second_leaves_ns: u64) -> Vec<Event> {
+    let state = |snd_una, snd_nxt, packets_out, write_seq| tx::State {
+        snd_una,
+        snd_nxt,
+        snd_cwnd: 10,
+        snd_wnd: 64 * MSS,
+        packets_out,
+        write_seq,
+    };
+    vec![
+        tx::sendmsg(0, 1000, 1000),
+        tx::queue(1_000, 0x1000, 1000, 100, 1, state(1000, 1000, 0, 1100)),
+        tx::sendmsg(2_000, 1100, 1000),
+        tx::ack(40_000_000, 1100, 64 * MSS, state(1000, 1100, 1, 1200)),
+        tx::queue(
+            second_leaves_ns,
+            0x2000,
+            1100,
+            100,
+            1,
+            state(1100, 1100, 0, 1200),
+        ),
+    ]
+}
+
+#[test]
+fn a_small_write_behind_an_unacked_small_segment_is_held_by_nagle() {
+    let report = run(PathConfig::default(), &request_in_two_writes(40_004_000));
+    assert_eq!(path(&report, "tx", "at_once").packets, 1);
+    let nagle = path(&report, "tx", "held_nagle");
+    assert_eq!(nagle.packets, 1);
+    // Written at 2 µs, sent at 40.004 ms.
+    assert_eq!(nagle.stages[0].stage, "tcp");
+    assert_eq!(nagle.stages[0].max_ns, 40_002_000);
+}
+
+/// Not Nagle's: a segment that left well after the ACK it waited for (a
+/// timer sent it: pacing), one written after that ACK, and a full one.
+#[test]
+fn nagle_holds_only_small_segments_written_before_the_ack_that_lets_them_go() {
+    let late = run(PathConfig::default(), &request_in_two_writes(41_000_000));
+    assert_eq!(path(&late, "tx", "held_pacing_tsq").packets, 1);
+    let mut after_ack = request_in_two_writes(40_004_000);
+    if let Body::Sendmsg(w) = &mut after_ack[2].body {
+        w.snd_una = 1100;
+    }
+    after_ack.swap(2, 3);
+    after_ack[2].hdr.ts_ns = 30_000;
+    let report = run(PathConfig::default(), &after_ack);
+    assert!(report.paths.iter().all(|p| p.path != "held_nagle"));
+    let mut full = request_in_two_writes(40_004_000);
+    if let Body::WindowAdv(q) = &mut full[4].body {
+        q.len = MSS;
+    }
+    let report = run(PathConfig::default(), &full);
+    assert_eq!(path(&report, "tx", "held_pacing_tsq").packets, 1);
+}
+
 #[test]
 fn tx_fclone_matches_the_write_by_seq() {
     // sendmsg appends to the rtx-queue skb at 0x...1000; net_dev_queue and the

@@ -31,9 +31,12 @@ struct Write {
     ts_ns: u64,
     /// The flow's [`WindowHeld`] time then.
     window_held_ns: u64,
+    /// A segment under the MSS sent earlier was not yet acknowledged then:
+    /// Nagle's algorithm holds a small segment behind it.
+    behind_small: bool,
 }
 
-const HOLDS: usize = 6;
+const HOLDS: usize = 7;
 
 /// An skb between `net_dev_queue` and `net_dev_xmit`.
 #[derive(Clone, Copy, Debug)]
@@ -144,6 +147,53 @@ pub struct TxFlow {
     sent_upto: Option<u32>,
     queued: VecDeque<QueuedSkb>,
     window_held: WindowHeld,
+    small: SmallSegment,
+}
+
+/// The newest segment of new data under the MSS sent (the kernel's
+/// `snd_sml`, which `tcp_minshall_check()` tests), and the ACK that
+/// acknowledged it. Nagle's algorithm (`tcp_nagle_check()`) holds a segment
+/// under the MSS while such a segment is unacknowledged, and TCP sends it as
+/// it takes in the ACK: against the peer's delayed ACK, 40 ms or more per
+/// small write.
+#[derive(Clone, Copy, Default)]
+struct SmallSegment {
+    /// Its end; None before the first.
+    end: Option<u32>,
+    /// When an ACK first covered it; None while unacknowledged.
+    acked_ns: Option<u64>,
+}
+
+impl SmallSegment {
+    /// Unacknowledged when the peer had acknowledged up to `una`.
+    fn unacked(&self, una: u32) -> bool {
+        self.end.is_some_and(|end| seq_after(end, una))
+    }
+
+    /// An ACK took the peer's acknowledgment to `una` at `ts_ns`.
+    fn on_ack(&mut self, ts_ns: u64, una: u32) {
+        if self.acked_ns.is_none() && self.end.is_some() && !self.unacked(una) {
+            self.acked_ns = Some(ts_ns);
+        }
+    }
+
+    /// A segment of new data `[seq, seq + len)` in `segs` segments of `mss` was sent.
+    fn on_send(&mut self, seq: u32, len: u32, segs: u32, mss: u32) {
+        if len < segs.saturating_mul(mss) {
+            *self = SmallSegment {
+                end: Some(seq.wrapping_add(len)),
+                acked_ns: None,
+            };
+        }
+    }
+
+    /// The ACK that acknowledged it came before `write_ns`'s write was
+    /// sent at `ts_ns`, within `prompt_ns` of the send: what TCP sends as
+    /// it takes in an ACK.
+    fn released(&self, write_ns: u64, ts_ns: u64, prompt_ns: u64) -> bool {
+        self.acked_ns
+            .is_some_and(|acked| write_ns < acked && ts_ns.saturating_sub(acked) <= prompt_ns)
+    }
 }
 
 impl TxFlow {
@@ -152,6 +202,7 @@ impl TxFlow {
             write_seq: body.write_seq,
             ts_ns,
             window_held_ns: self.window_held.at(ts_ns),
+            behind_small: self.small.unacked(body.snd_una),
         };
         // An iteration that waited for memory fires again with the same
         // write_seq; the copy follows the later one.
@@ -181,6 +232,7 @@ impl TxFlow {
             let (una, window) = after_ack(body);
             self.window_held
                 .saw(ts_ns, una.wrapping_add(window), sender);
+            self.small.on_ack(ts_ns, una);
         }
     }
 
@@ -217,6 +269,9 @@ impl TxFlow {
             tcp_measured: 0,
         };
         let binding = binding_limit(body, segs);
+        // tcp_nagle_test() holds only single segments under the MSS, never a FIN.
+        let nagle_may_hold =
+            segs == 1 && body.len < body.mss_cache && body.tcp_flags & tcp_flags::FIN == 0;
         let mut offset = 0;
         // The kernel's segment count bounds the pieces (the last takes the
         // rest): a damaged length or size costs no more than it.
@@ -237,7 +292,8 @@ impl TxFlow {
             if queued.segments.iter().all(|&n| n == 0) {
                 queued.seq = seq;
             }
-            let (class, waited) = self.classify(seq, ts_ns, retransmit, binding, ctx);
+            let (class, waited) =
+                self.classify(seq, ts_ns, retransmit, binding, nagle_may_hold, ctx);
             ctx.rec.path(PathId::tx(class), |acc| {
                 acc.packets += 1;
                 if let Some(ns) = waited {
@@ -256,6 +312,7 @@ impl TxFlow {
             }
         }
         if !retransmit {
+            self.small.on_send(body.seq, body.len, segs, body.mss_cache);
             let end = body.seq.wrapping_add(body.len);
             if self.sent_upto.is_none_or(|upto| seq_after(end, upto)) {
                 self.sent_upto = Some(end);
@@ -276,13 +333,17 @@ impl TxFlow {
     /// since its first byte was written. A segment that waited at least as
     /// long while the peer's window held the sender as while anything else
     /// did (a zero window reopened wide by a slow reader's read, then
-    /// pacing) was held by the window, whatever sent it at last.
+    /// pacing) was held by the window, whatever sent it at last. One that
+    /// `nagle_may_hold`, written while a small segment was unacknowledged
+    /// and sent as the ACK of it came in, was held by Nagle's algorithm:
+    /// with the pipe drained to that ACK, neither TSQ nor autocork holds.
     fn classify(
         &self,
         seq: u32,
         ts_ns: u64,
         retransmit: bool,
         binding: u8,
+        nagle_may_hold: bool,
         ctx: &Ctx,
     ) -> (u8, Option<u64>) {
         if retransmit {
@@ -300,6 +361,14 @@ impl TxFlow {
             hold::AT_ONCE
         } else if for_window.saturating_mul(2) >= waited {
             hold::RWND
+        } else if binding == hold::PACING_TSQ
+            && nagle_may_hold
+            && write.behind_small
+            && self
+                .small
+                .released(write.ts_ns, ts_ns, ctx.cfg.held_after_ns)
+        {
+            hold::NAGLE
         } else {
             binding
         };
@@ -425,7 +494,7 @@ impl TxFlow {
 /// socket as it was when it did (net_dev_queue runs inside
 /// `tcp_transmit_skb()`, before `packets_out` counts this skb): it took the
 /// last of the congestion window (`tcp_cwnd_test()`: `packets_out + segs >=
-/// snd_cwnd`), or else pacing, TSQ or Nagle/autocork held it. A window used
+/// snd_cwnd`), or else pacing, TSQ, autocork or Nagle held it. A window used
 /// up by the skb as it left says nothing of its wait: behind a token bucket
 /// every send used up what an ACK had opened, while TSQ held the sender 71 %
 /// of the time and the window 29 % (the kernel's chrono), and 87 % of the

@@ -82,6 +82,18 @@ pub enum Advice {
         acked_bps: Option<f64>,
         message: String,
     },
+    /// Segments under the MSS that Nagle's algorithm held until the ACK of
+    /// the small segment before them (the `held_nagle` path): `segments` of
+    /// the `sent` segments the writer's socket sent, `held_ns` in all
+    /// (`wait_p50_ns` each, the median), over the socket's `duration_ns`.
+    Nagle {
+        segments: u64,
+        sent: u64,
+        held_ns: u64,
+        wait_p50_ns: u64,
+        duration_ns: u64,
+        message: String,
+    },
     /// MSS values (and the MTU they need) that fill the free space with little left over.
     Mtu {
         free_space: u64,
@@ -283,6 +295,29 @@ pub fn reader(mean_unread: f64, unread_over_window_fraction: f64, largest_rcvbuf
         mean_unread,
         unread_over_window_fraction,
         largest_rcvbuf,
+        message,
+    }
+}
+
+/// Nagle's algorithm held small writes: see [`Advice::Nagle`].
+pub fn nagle(segments: u64, sent: u64, held_ns: u64, wait_p50_ns: u64, duration_ns: u64) -> Advice {
+    let message = format!(
+        "{segments} segments under the MSS ({:.0}% of the {sent} sent) waited {} each (p50) \
+         for the ACK of the small segment before them, {} of the socket's {}: Nagle's \
+         algorithm, against the peer's delayed ACKs; TCP_NODELAY on this socket, or each \
+         message in one write (writev, or MSG_MORE on all its parts but the last), sends them \
+         at once",
+        segments as f64 * 100.0 / sent.max(1) as f64,
+        duration(wait_p50_ns),
+        duration(held_ns),
+        duration(duration_ns)
+    );
+    Advice::Nagle {
+        segments,
+        sent,
+        held_ns,
+        wait_p50_ns,
+        duration_ns,
         message,
     }
 }

@@ -1000,6 +1000,11 @@ pub struct RetiredWindow {
 }
 
 impl WindowAnalyzer {
+    /// The share of a flow's time a finding must take to flag it.
+    pub fn threshold(&self) -> f64 {
+        self.cfg.threshold_pct / 100.0
+    }
+
     pub fn new(cfg: WindowConfig) -> Self {
         WindowAnalyzer {
             cfg,
