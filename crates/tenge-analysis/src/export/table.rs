@@ -269,7 +269,7 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
             c.advertised,
             c.shaped_by
                 .map_or("as the receiver chose it", |class| class
-                    .describe(c.advertised > c.free_space)),
+                    .describe(c.free_space, c.advertised)),
             c.usable,
             pct(c.compounded_loss_fraction)
         );

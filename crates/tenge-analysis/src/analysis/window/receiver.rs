@@ -38,15 +38,19 @@ pub enum WindowClass {
 }
 
 impl WindowClass {
-    /// What the rule did to the free space, for a person; `above_free`: the
-    /// window came out above it (ALIGN rounds a scaled window up, unless less
-    /// than half the buffer was free, where the space is rounded down first).
-    pub fn describe(self, above_free: bool) -> &'static str {
+    /// What the rule did to the `free` space to make the `window`, for a
+    /// person (ALIGN rounds a scaled window up, unless less than half the
+    /// buffer was free, where the space is rounded down first; a free space
+    /// that is a multiple of the scale stays as it is).
+    pub fn describe(self, free: u64, window: u64) -> &'static str {
         match self {
             WindowClass::MssRounded => {
                 "the free space (at most rcv_ssthresh) rounded down to the receiver's MSS estimate"
             }
-            WindowClass::WscaleAligned if above_free => "aligned up to the window scale",
+            WindowClass::WscaleAligned if window > free => "aligned up to the window scale",
+            WindowClass::WscaleAligned if window == free => {
+                "the free space, a multiple of the window scale"
+            }
             WindowClass::WscaleAligned => "rounded down to the window scale",
             WindowClass::SwsZero => "zero by silly-window avoidance",
             WindowClass::MemPressureZero => "zero under memory pressure",
@@ -772,8 +776,16 @@ mod tests {
         // ALIGN(92989, 2): one byte above the free space, aligned up.
         assert_eq!((c.free, c.header), (92989, 92990));
         assert_eq!(
-            c.class.describe(u64::from(c.header) > c.free),
+            c.class.describe(c.free, u64::from(c.header)),
             "aligned up to the window scale"
+        );
+        assert_eq!(
+            c.class.describe(92990, 92990),
+            "the free space, a multiple of the window scale"
+        );
+        assert_eq!(
+            c.class.describe(92991, 92990),
+            "rounded down to the window scale"
         );
         // 92159 B arrive unread: rcv_nxt 93159 → cur_win = 93990 − 93159 = 831;
         // free 2464 → proposal 0 → never shrink: ALIGN(831, 2) = 832 stored and sent.
