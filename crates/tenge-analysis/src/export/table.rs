@@ -50,6 +50,17 @@ fn pct(f: f64) -> String {
     format!("{:.0}%", f * 100.0)
 }
 
+/// A share in a diff, where its ratio is printed beside it: one under 1 %
+/// keeps a figure that says what the ratio is of (0.4 % → 0.1 %, not 0 %
+/// → 0 % at ratio 0.25).
+fn share(f: f64) -> String {
+    match f * 100.0 {
+        p if p == 0.0 || p >= 1.0 => pct(f),
+        p if p >= 0.1 => format!("{p:.1}%"),
+        _ => "<0.1%".to_string(),
+    }
+}
+
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
@@ -419,7 +430,7 @@ fn diff_value(unit: Unit, v: f64) -> String {
     match unit {
         Unit::BitsPerSecond => bps(v),
         Unit::Bytes => bytes(v as u64),
-        Unit::Share => pct(v),
+        Unit::Share => share(v),
         Unit::Nanoseconds => duration(v.max(0.0) as u64),
         Unit::Seconds => format!("{v:.3} s"),
         Unit::Count => format!("{v:.0}"),
@@ -447,6 +458,7 @@ mod tests {
             rows: vec![
                 row("process.iperf3.busy_s", 0.506, 0.211, Unit::Seconds),
                 row("process.py.3.limit_share.rwnd", 0.56, 0.19, Unit::Share),
+                row("path_share.tx.held_cwnd", 0.004, 0.0004, Unit::Share),
                 row(
                     "process.py.3.throughput_bps",
                     4.13e9,
@@ -475,6 +487,7 @@ mod tests {
         for (figure, values) in [
             ("process.iperf3.busy_s", ["0.506 s", "0.211 s"]),
             ("process.py.3.limit_share.rwnd", ["56%", "19%"]),
+            ("path_share.tx.held_cwnd", ["0.4%", "<0.1%"]),
             ("process.py.3.throughput_bps", ["4.13 Gb/s", "9.79 Gb/s"]),
             (
                 "process.py.3.mean_advertised_window",
