@@ -1395,6 +1395,12 @@ impl WindowAnalyzer {
         let send = flow.tx.report(flow.last_ns);
         let sending = flow.tx.sends_more(flow.rx.bytes_received());
 
+        // What the data sender's own MTU gives (its advmss), where known.
+        let sender_advmss = match sending {
+            true => Some(flow.rx.advmss),
+            false => peer_receive.map(|p| p.advmss),
+        }
+        .filter(|&m| m > 0);
         // The data direction this report is about, and the receiver of that data.
         let (direction, sender_mss, data_rx) = if sending {
             let mss = Some(flow.tx.mss_cache).filter(|&m| m > 0);
@@ -1557,7 +1563,19 @@ impl WindowAnalyzer {
             // one is aligned to 1 << wscale, which no MTU changes. And only
             // where the rounding lost enough to be flagged: the rwnd-limited
             // lab, 1.2 % lost, was told of an MTU of 1517.
-            if rounding_flagged && !reader_bound && effective_sender_mss > 0 && wscale == 0 {
+            // An MSS under what both ends' MTUs give was set by something
+            // else: the sender's bound to half the largest window it has
+            // seen when it synced its MSS (`tcp_bound_to_half_wnd()`: a 4 KiB
+            // receive buffer at MTU 9000 gave MSS 2048, and the advice was
+            // an MTU of 2961), TCP_MAXSEG, the path's MTU. No MTU mends it.
+            let mtu_mss = advmss.min(sender_advmss.unwrap_or(advmss));
+            let mtu_sets_mss = effective_sender_mss >= u32::from(mtu_mss);
+            if rounding_flagged
+                && !reader_bound
+                && mtu_sets_mss
+                && effective_sender_mss > 0
+                && wscale == 0
+            {
                 // Header overhead of the MTU: IP and TCP headers and the
                 // 12 B of timestamps Linux negotiates by default. Neither
                 // MSS tells: the kernel takes the timestamps out of advmss

@@ -685,6 +685,36 @@ fn mss_clamp_alert_once_per_episode() {
     assert_eq!(w.mss_rounding_bytes_lost, 68 * 6156);
 }
 
+/// The paper's windows sent to a sender whose MSS is under what both MTUs
+/// give (8960): bound to half the window it saw at the handshake, or set by
+/// TCP_MAXSEG. The loss stays flagged, but no MTU fits the free space.
+#[test]
+fn no_mtu_advice_where_the_mtu_does_not_set_the_mss() {
+    let (s, r) = (&SENDER, &RECEIVER);
+    let sender_ack = |mss_cache| tt_tcp_rcv {
+        mss_cache,
+        ..ack(0, 8960, 26880, 100000, 26844)
+    };
+    let events = |mss_cache| {
+        [
+            s.rcv(0, sender_ack(mss_cache)),
+            r.adv(0, paper_adv(65072, 1000, 26844)),
+            r.adv(10 * MS, paper_adv(65072, 27844, 26844)),
+        ]
+    };
+    let mtu_advice = |mss_cache| {
+        let (_, report) = run(WindowConfig::default(), &events(mss_cache));
+        let sender = &report.flows[0];
+        assert!(!sender.advice.is_empty(), "{mss_cache}: not flagged");
+        sender
+            .advice
+            .iter()
+            .any(|a| matches!(a, Advice::Mtu { .. }))
+    };
+    assert!(mtu_advice(8960));
+    assert!(!mtu_advice(4480));
+}
+
 #[test]
 fn paired_ends_give_the_paper_chain() {
     let (s, r) = (&SENDER, &RECEIVER);
