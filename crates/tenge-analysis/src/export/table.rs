@@ -50,6 +50,15 @@ fn pct(f: f64) -> String {
     format!("{:.0}%", f * 100.0)
 }
 
+/// A diff's after/before: two decimals, or two significant digits under
+/// 0.01 (busy 4.352 s → 0.019 s is 0.0044, not 0.00).
+fn ratio(x: f64) -> String {
+    match x {
+        x if x > 0.0 && x < 0.01 => format!("{:.1$}", x, (-x.log10().floor()) as usize + 1),
+        x => format!("{x:.2}"),
+    }
+}
+
 /// A share in a diff, where its ratio is printed beside it: one under 1 %
 /// keeps a figure that says what the ratio is of (0.4 % → 0.1 %, not 0 %
 /// → 0 % at ratio 0.25).
@@ -417,7 +426,7 @@ pub fn render_diff(diff: &Diff, width: Option<usize>) -> String {
             r.figure.clone(),
             value(r.before, 0),
             value(r.after, 1),
-            r.ratio.map_or("-".into(), |x| format!("{x:.2}")),
+            r.ratio.map_or("-".into(), ratio),
             r.samples
                 .map_or(String::new(), |[b, a]| format!("{b} / {a}")),
         ]);
@@ -457,6 +466,7 @@ mod tests {
         let diff = Diff {
             rows: vec![
                 row("process.iperf3.busy_s", 0.506, 0.211, Unit::Seconds),
+                row("busy_s", 4.352, 0.019, Unit::Seconds),
                 row("process.py.3.limit_share.rwnd", 0.56, 0.19, Unit::Share),
                 row("path_share.tx.held_cwnd", 0.004, 0.0004, Unit::Share),
                 row(
@@ -486,6 +496,7 @@ mod tests {
         let table = render_diff(&diff, None);
         for (figure, values) in [
             ("process.iperf3.busy_s", ["0.506 s", "0.211 s"]),
+            ("busy_s", ["4.352 s", "0.019 s"]),
             ("process.py.3.limit_share.rwnd", ["56%", "19%"]),
             ("path_share.tx.held_cwnd", ["0.4%", "<0.1%"]),
             ("process.py.3.throughput_bps", ["4.13 Gb/s", "9.79 Gb/s"]),
@@ -501,6 +512,9 @@ mod tests {
             assert!(values.iter().all(|v| cells.contains(v)), "{line}");
             assert!(!cells.contains(&"0 ns"), "{line}");
         }
+        // A ratio under 0.01 keeps two significant digits.
+        let busy = table.lines().find(|l| l.starts_with("busy_s")).unwrap();
+        assert!(busy.contains(" 0.0044"), "{busy}");
     }
 
     #[test]
