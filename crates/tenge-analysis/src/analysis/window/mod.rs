@@ -955,6 +955,11 @@ impl DataReceiver {
     }
 }
 
+/// A RST the socket sent.
+fn is_reset(ev: &Event) -> bool {
+    matches!(&ev.body, Body::WindowAdv(w) if w.tcp_flags & crate::event::tcp_flags::RST != 0)
+}
+
 /// No window analysis for a socket (yet): sockets without window events have none.
 const NO_FLOW: u32 = u32::MAX;
 
@@ -1137,6 +1142,10 @@ impl WindowAnalyzer {
         }
         let i = match self.find(cookie, socket) {
             Some(i) => i,
+            // A RST carries the ends of the segment it answers, not the
+            // sender's: a listener's, after iperf3 -P's last data socket
+            // closed, made a row of its own on that connection's addresses.
+            None if is_reset(ev) => return,
             None => {
                 let mut flow = Flow::new(cookie, ev.hdr.ts_ns, self.cfg.limit_window_ns);
                 flow.socket = socket.map_or(NO_FLOW, |s| s as u32);
@@ -1156,7 +1165,7 @@ impl WindowAnalyzer {
                 i
             }
         };
-        if self.flows[i].ends.is_none() {
+        if self.flows[i].ends.is_none() && !is_reset(ev) {
             if let (Some(local), Some(remote)) = (ev.src(), ev.dst()) {
                 self.flows[i].ends = Some((local, remote));
                 self.link(i, local, remote);
@@ -1568,8 +1577,10 @@ impl WindowAnalyzer {
             // seen when it synced its MSS (`tcp_bound_to_half_wnd()`: a 4 KiB
             // receive buffer at MTU 9000 gave MSS 2048, and the advice was
             // an MTU of 2961), TCP_MAXSEG, the path's MTU. No MTU mends it.
-            let mtu_mss = advmss.min(sender_advmss.unwrap_or(advmss));
-            let mtu_sets_mss = effective_sender_mss >= u32::from(mtu_mss);
+            // Without the sender's own MSS, the receiver's estimate of it
+            // says nothing of this.
+            let mtu_mss = u32::from(advmss.min(sender_advmss.unwrap_or(advmss)));
+            let mtu_sets_mss = sender_mss.is_none_or(|mss| mss >= mtu_mss);
             if rounding_flagged
                 && !reader_bound
                 && mtu_sets_mss
