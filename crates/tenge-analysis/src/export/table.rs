@@ -371,7 +371,8 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
             | Advice::Reader { message, .. }
             | Advice::ThroughputCeiling { message, .. }
             | Advice::Mtu { message, .. }
-            | Advice::Nagle { message, .. } => message,
+            | Advice::Nagle { message, .. }
+            | Advice::WindowScaling { message, .. } => message,
         };
         let _ = writeln!(out, "  advice: {message}");
     }

@@ -82,6 +82,13 @@ pub enum Advice {
         acked_bps: Option<f64>,
         message: String,
     },
+    /// Neither end scales its windows and the header's 65535 B cut the
+    /// window held longest from `free_space`: what scaling would offer.
+    WindowScaling {
+        free_space: u64,
+        advertised: u32,
+        message: String,
+    },
     /// Segments under the MSS that Nagle's algorithm held until the ACK of
     /// the small segment before them (the `held_nagle` path): `segments` of
     /// the `sent` segments the writer's socket sent, `held_ns` in all
@@ -295,6 +302,23 @@ pub fn reader(mean_unread: f64, unread_over_window_fraction: f64, largest_rcvbuf
         mean_unread,
         unread_over_window_fraction,
         largest_rcvbuf,
+        message,
+    }
+}
+
+/// No window scaling held the window at the header's 65535 B: see [`Advice::WindowScaling`].
+pub fn window_scaling(free_space: u64, advertised: u32) -> Advice {
+    let message = format!(
+        "no window scaling (both ends' scale 0: net.ipv4.tcp_window_scaling=0 on a host, or \
+         receive buffers under 64 KiB set before listen()/connect()): the header's 65535 B cut \
+         the window held longest to {advertised} B of {free_space} B free ({:.0}% lost); scaled, \
+         the window takes the free space",
+        (free_space.saturating_sub(u64::from(advertised))) as f64 * 100.0
+            / free_space.max(1) as f64
+    );
+    Advice::WindowScaling {
+        free_space,
+        advertised,
         message,
     }
 }

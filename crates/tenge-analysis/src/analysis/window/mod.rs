@@ -1510,7 +1510,15 @@ impl WindowAnalyzer {
             // a larger buffer postpones it, only faster reads mend it; and
             // an MTU fitted to the free space it leaves would lose more
             // whenever less is free.
-            let reader_bound = unread_over_window_fraction >= threshold;
+            // Not where the header's 65535 << wscale cut the window held
+            // longest: the free space the reader left was above it (a
+            // loopback without window scaling, 2.6 MB free, was told to
+            // read sooner for a 65535 B window).
+            let header_bound = held.is_some_and(|h| h.class == WindowClass::Clamped65535);
+            let reader_bound = unread_over_window_fraction >= threshold && !header_bound;
+            if let Some(h) = held.filter(|_| header_bound && !window_scaling) {
+                advice.push(advice::window_scaling(h.free_space, h.advertised));
+            }
             if receive_flagged && reader_bound {
                 advice.push(advice::reader(
                     mean_unread,

@@ -1133,6 +1133,46 @@ fn advice_kinds(flow: &FlowWindowReport) -> Vec<String> {
         .collect()
 }
 
+/// Unread data beyond a window the header's 65535 cut (no window scaling,
+/// 4 MB free) held nothing back: no reader advice, but window scaling's.
+#[test]
+fn unread_data_beyond_a_header_clamped_window_is_no_readers_advice() {
+    let r = &RECEIVER;
+    let events: Vec<Event> = [0, 100, 200]
+        .into_iter()
+        .map(|ms| {
+            let rcv_nxt = 100_000 + ms as u32 * 1000;
+            let adv = tt_window_adv {
+                sk_rcvbuf: 1 << 23,
+                window_clamp: 1 << 22,
+                rcv_ssthresh: 1 << 22,
+                copied_seq: rcv_nxt - 100_000,
+                ..paper_adv(100_000, rcv_nxt, 65535)
+            };
+            r.adv(ms * MS, adv)
+        })
+        .collect();
+    let (_, report) = run(WindowConfig::default(), &events);
+    let flow = &report.flows[0];
+    assert_eq!(
+        flow.window.chain.and_then(|c| c.shaped_by),
+        Some(WindowClass::Clamped65535)
+    );
+    assert_eq!(flow.window.receive.unread_over_window_fraction, 1.0);
+    let kinds = advice_kinds(flow);
+    assert!(!kinds.contains(&"reader".into()), "{kinds:?}");
+    // No scaling on either end: scaling is what would offer the free space.
+    let scaling = flow.advice.iter().find_map(|a| match a {
+        Advice::WindowScaling {
+            free_space,
+            advertised,
+            ..
+        } => Some((*free_space, *advertised)),
+        _ => None,
+    });
+    assert_eq!(scaling, Some(((1 << 22) - 50_000, 65535)));
+}
+
 /// Data left unread beyond the window is the reader's doing: the advice
 /// names the reader, not a buffer; read at once, the buffer it needs; a
 /// buffer the socket already had is advised not.
