@@ -22,8 +22,10 @@ TT_EXPECT_BACKENDS=tp_btf,raw_tp,tracepoint,fentry,kprobe \
 run "$TT_VM_CORE_LAB" recorded_windows_match_the_wire_and_mss_matches_ss
 run "$TT_VM_WINDOW_LAB" mss_clamp_windows_match_the_wire mss_mismatch_compounds_the_rounding \
   sws_stalls_match_zero_window_periods a_handshake_held_back_is_no_send_limit
-# The lab's loss program: clsact before TCX (6.6), the kernel's counters of loss.
-run "$TT_VM_PATHS_LAB" loss_paths_match_the_kernels_retransmit_and_out_of_order_counts
+# The lab's loss program: clsact before TCX (6.6), the kernel's counters of
+# loss; Nagle's holds against the delayed ACKs of each kernel.
+run "$TT_VM_PATHS_LAB" loss_paths_match_the_kernels_retransmit_and_out_of_order_counts \
+  nagle_holds_the_second_part_of_each_request_until_the_delayed_ack
 run "$TT_VM_CLI_STAGES" stages_json_on_stdout_of_a_short_transfer \
   stages_by_time_slices_scales_counts_and_times_no_pause \
   stages_with_comm_counts_only_that_commands_flows
