@@ -409,10 +409,18 @@ impl ReceiverSide {
         self.rcv_wscale = w.rcv_wscale;
         self.space_rule = state.space_rule;
         self.window_clamp = w.window_clamp;
-        if self.means.holding() {
-            self.bytes_received_held += u64::from(w.rcv_nxt.wrapping_sub(self.rcv_nxt));
+        // rcv_nxt only moves forward: a record that came late (a TX journey
+        // a qdisc held past the collector's reordering) carries an older
+        // one, and its step back, wrapped, counted 4 GB received: a
+        // sender's report turned to the receive direction (the sweep's
+        // rare "chain's 64800 B never advertised").
+        let step = w.rcv_nxt.wrapping_sub(self.rcv_nxt);
+        if !self.means.holding() {
+            self.rcv_nxt = w.rcv_nxt;
+        } else if step as i32 > 0 {
+            self.bytes_received_held += u64::from(step);
+            self.rcv_nxt = w.rcv_nxt;
         }
-        self.rcv_nxt = w.rcv_nxt;
 
         let (class, lost) = classify(&selection);
         let free = selection.free_space.max(0) as u64;

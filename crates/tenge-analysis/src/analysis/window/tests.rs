@@ -715,6 +715,32 @@ fn no_mtu_advice_where_the_mtu_does_not_set_the_mss() {
     assert!(!mtu_advice(4480));
 }
 
+/// A sender's own window that came late (its TX journey held past the
+/// collector's reordering), from before the receiver's FIN: its rcv_nxt a
+/// byte behind is no step back of 4 GB received, and the sender's report
+/// stays about what it sent.
+#[test]
+fn a_late_window_with_an_older_rcv_nxt_counts_nothing_received() {
+    let (s, r) = (&SENDER, &RECEIVER);
+    let own = |rcv_nxt| paper_adv(0, rcv_nxt, 26844);
+    let events = [
+        s.rcv(0, ack(0, 8960, 26880, 100000, 26844)),
+        r.adv(0, paper_adv(65072, 1000, 26844)),
+        s.adv(MS, own(500)),
+        // The receiver's FIN took rcv_nxt one on; the late one comes after.
+        s.adv(2 * MS, own(501)),
+        s.adv(3 * MS, own(500)),
+    ];
+    let (_, report) = run(WindowConfig::default(), &events);
+    let sender = &report.flows[0];
+    assert_eq!(sender.mss.direction, "send");
+    assert_eq!(
+        sender.window.chain.map(|c| c.advertised),
+        Some(26844),
+        "the receiver's window, not the sender's own"
+    );
+}
+
 #[test]
 fn paired_ends_give_the_paper_chain() {
     let (s, r) = (&SENDER, &RECEIVER);
