@@ -1510,22 +1510,25 @@ impl WindowAnalyzer {
             // a larger buffer postpones it, only faster reads mend it; and
             // an MTU fitted to the free space it leaves would lose more
             // whenever less is free.
-            // Not where the header's 65535 << wscale cut the window held
-            // longest: the free space the reader left was above it (a
-            // loopback without window scaling, 2.6 MB free, was told to
-            // read sooner for a 65535 B window).
-            let header_bound = held.is_some_and(|h| h.class == WindowClass::Clamped65535);
-            let reader_bound = unread_over_window_fraction >= threshold && !header_bound;
+            let reader_bound = unread_over_window_fraction >= threshold;
+            // The header's 65535 << wscale cut the window held longest, and
+            // the free space the reader left stayed above it on average:
+            // faster reads would not widen it (a loopback without window
+            // scaling, 2.6 MB free, was told to read sooner for a 65535 B
+            // window); where the reader brought it under (256 KiB read
+            // slowly), the reader held it.
+            let header_bound = held.is_some_and(|h| h.class == WindowClass::Clamped65535)
+                && free >= (advice::UNSCALED_WINDOW_MAX << wscale.min(14)) as f64;
             if let Some(h) = held.filter(|_| header_bound && !window_scaling) {
                 advice.push(advice::window_scaling(h.free_space, h.advertised));
             }
-            if receive_flagged && reader_bound {
+            if receive_flagged && reader_bound && !header_bound {
                 advice.push(advice::reader(
                     mean_unread,
                     unread_over_window_fraction,
                     largest_rcvbuf,
                 ));
-            } else if receive_flagged && rcv_mss > 0 {
+            } else if receive_flagged && !reader_bound && rcv_mss > 0 {
                 // The data's sender, as its limits saw it.
                 let (rwnd_share, cwnd) = match sending {
                     true => rwnd_limited(&flow.limits, hz),
