@@ -521,11 +521,11 @@ fn a_small_write_behind_an_unacked_small_segment_is_held_by_nagle() {
     assert_eq!(nagle.stages[0].max_ns, 40_002_000);
 }
 
-/// Not Nagle's: a segment that left well after the ACK it waited for (a
+/// Not Nagle's: a segment that left 5 ms after the ACK it waited for (a
 /// timer sent it: pacing), one written after that ACK, and a full one.
 #[test]
 fn nagle_holds_only_small_segments_written_before_the_ack_that_lets_them_go() {
-    let late = run(PathConfig::default(), &request_in_two_writes(41_000_000));
+    let late = run(PathConfig::default(), &request_in_two_writes(45_000_000));
     assert_eq!(path(&late, "tx", "held_pacing_tsq").packets, 1);
     let mut after_ack = request_in_two_writes(40_004_000);
     if let Body::Sendmsg(w) = &mut after_ack[2].body {

@@ -38,6 +38,12 @@ struct Write {
 
 const HOLDS: usize = 7;
 
+/// How soon after the ACK that acknowledged the small segment before it a
+/// segment Nagle held leaves: TCP sends it as it takes in that ACK, a few µs
+/// natively; under emulation (the matrix's 6.1 guest) 50 µs did not hold.
+/// A pacing timer that fires within it is rare.
+const NAGLE_RELEASE_NS: u64 = 1_000_000;
+
 /// An skb between `net_dev_queue` and `net_dev_xmit`.
 #[derive(Clone, Copy, Debug)]
 struct QueuedSkb {
@@ -364,9 +370,7 @@ impl TxFlow {
         } else if binding == hold::PACING_TSQ
             && nagle_may_hold
             && write.behind_small
-            && self
-                .small
-                .released(write.ts_ns, ts_ns, ctx.cfg.held_after_ns)
+            && self.small.released(write.ts_ns, ts_ns, NAGLE_RELEASE_NS)
         {
             hold::NAGLE
         } else {
