@@ -3,7 +3,7 @@
 use crate::analysis::diff::{Diff, Unit};
 use crate::analysis::paths::aligned;
 use crate::analysis::window::stalls::SwsStall;
-use crate::analysis::window::{Advice, FlowWindowReport, KernelChrono};
+use crate::analysis::window::{Advice, FlowWindowReport, KernelChrono, KernelDifference};
 use crate::analysis::{Pauses, Report};
 use std::fmt::Write;
 
@@ -263,12 +263,13 @@ fn render_findings(out: &mut String, report: &Report) {
 const CLOCKS_APART: f64 = 0.2;
 
 /// Where the kernel's rwnd_limited share and the events' (`per_event`) are
-/// [`CLOCKS_APART`] or more: both, and which table shows which (the limits
+/// [`CLOCKS_APART`] or more apart (`apart`, the report's
+/// `kernel_minus_per_event`): both, and which table shows which (the limits
 /// table the kernel's, PATH COSTS' held_rwnd the events' clock). The
 /// kernel's is counted in jiffies: over a short or fast-changing transfer,
 /// a few ticks.
-fn rwnd_clocks(kernel: &KernelChrono, per_event: f64) -> Option<String> {
-    ((kernel.rwnd_fraction - per_event).abs() >= CLOCKS_APART).then(|| {
+fn rwnd_clocks(kernel: &KernelChrono, apart: &KernelDifference, per_event: f64) -> Option<String> {
+    (apart.rwnd.abs() >= CLOCKS_APART).then(|| {
         format!(
             "receive window: held the sender {} of busy time by the kernel's rwnd_limited ({} of {} ticks of the jiffy clock, each counted to the state the socket was in when it ticked), {} by the events (used up, under an MSS past what was sent, with more written, at each ACK and send); the limits table shows the kernel's, held_rwnd in PATH COSTS follows the events",
             pct(kernel.rwnd_fraction),
@@ -326,12 +327,10 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
             );
         }
     }
-    if let Some(line) = l
-        .kernel
-        .as_ref()
-        .and_then(|k| rwnd_clocks(k, l.per_event.rwnd))
-    {
-        let _ = writeln!(out, "  {line}");
+    if let (Some(k), Some(apart)) = (&l.kernel, &l.kernel_minus_per_event) {
+        if let Some(line) = rwnd_clocks(k, apart, l.per_event.rwnd) {
+            let _ = writeln!(out, "  {line}");
+        }
     }
     if let (Some(ideal), Some(allowed)) = (flow.window.ideal_window, flow.window.mss_allowed_window)
     {
@@ -522,10 +521,14 @@ mod tests {
     fn kernel_and_event_rwnd_clocks_far_apart_are_both_shown() {
         // A 4 KiB receive buffer at MTU 9000: 70 of 193 jiffies, 85 % by the events.
         let kernel = KernelChrono::from_totals([123, 70, 0], Some(250)).unwrap();
-        let line = rwnd_clocks(&kernel, 0.85).unwrap();
+        let apart = |per_event: f64| KernelDifference {
+            rwnd: kernel.rwnd_fraction - per_event,
+            sndbuf: 0.0,
+        };
+        let line = rwnd_clocks(&kernel, &apart(0.85), 0.85).unwrap();
         assert!(line.contains("36% of busy time by the kernel's rwnd_limited (70 of 193 ticks"));
         assert!(line.contains("85% by the events"));
-        assert_eq!(rwnd_clocks(&kernel, 0.5), None);
+        assert_eq!(rwnd_clocks(&kernel, &apart(0.5), 0.5), None);
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub mod stalls;
 
 pub use advice::{Advice, MtuOption};
 pub use alerts::{ActiveAlerts, Alert, AlertFigures, AlertKind, Alerts};
-pub use limits::{KernelChrono, LimitFractions, LimitTimes, LimitsReport};
+pub use limits::{KernelChrono, KernelDifference, LimitFractions, LimitTimes, LimitsReport};
 pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowClassifier};
 pub use sender::{SendWindow, WindowChain};
 pub use stalls::{StallSide, SwsStall};
