@@ -626,7 +626,7 @@ static __always_inline void tcp_rcv_fill(struct tt_ev_tcp_rcv *ev, const struct 
 	b->chrono_type = RD_BITFIELD(btf, tp, chrono_type);
 	b->backlog = owned;
 	b->ca_state = RD_BITFIELD(btf, &tp->inet_conn, icsk_ca_state);
-	b->_pad0 = 0;
+	b->nonagle = RD_BITFIELD(btf, tp, nonagle);
 }
 
 /*

@@ -13,8 +13,11 @@
 #ifndef TENGE_ABI_H
 #define TENGE_ABI_H
 
-#define TT_ABI_VERSION 4
-/* The oldest ABI whose files this one reads: 3 and 4 added kinds and a task role. */
+#define TT_ABI_VERSION 5
+/*
+ * The oldest ABI whose files this one reads: 3 and 4 added kinds and a task
+ * role, 5 a field where tcp_rcv had padding.
+ */
 #define TT_ABI_READABLE 2
 
 /* Event kinds. Keep the numbers stable: they are stored in trace files. */
@@ -209,7 +212,11 @@ struct tt_tcp_rcv {
 	__u8 chrono_type;
 	__u8 backlog; /* 1: socket owned by the user, segment went through the backlog */
 	__u8 ca_state;
-	__u8 _pad0;
+	/*
+	 * tp->nonagle: TCP_NAGLE_OFF 1 (TCP_NODELAY), TCP_NAGLE_CORK 2,
+	 * TCP_NAGLE_PUSH 4. Padding (0, as with Nagle on) before ABI 5.
+	 */
+	__u8 nonagle;
 };
 
 /* TT_KIND_DATA_READY */

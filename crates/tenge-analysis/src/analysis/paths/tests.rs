@@ -522,7 +522,9 @@ fn a_small_write_behind_an_unacked_small_segment_is_held_by_nagle() {
 }
 
 /// Not Nagle's: a segment that left 5 ms after the ACK it waited for (a
-/// timer sent it: pacing), one written after that ACK, and a full one.
+/// timer sent it: pacing), one written after that ACK, a full one, one
+/// with more written behind it (not the write queue's last), and one on a
+/// socket with TCP_NODELAY.
 #[test]
 fn nagle_holds_only_small_segments_written_before_the_ack_that_lets_them_go() {
     let late = run(PathConfig::default(), &request_in_two_writes(45_000_000));
@@ -540,6 +542,18 @@ fn nagle_holds_only_small_segments_written_before_the_ack_that_lets_them_go() {
         q.len = MSS;
     }
     let report = run(PathConfig::default(), &full);
+    assert_eq!(path(&report, "tx", "held_pacing_tsq").packets, 1);
+    let mut not_last = request_in_two_writes(40_004_000);
+    if let Body::WindowAdv(q) = &mut not_last[4].body {
+        q.write_seq = 1300;
+    }
+    let report = run(PathConfig::default(), &not_last);
+    assert_eq!(path(&report, "tx", "held_pacing_tsq").packets, 1);
+    let mut nodelay = request_in_two_writes(40_004_000);
+    if let Body::TcpRcv(ack) = &mut nodelay[3].body {
+        ack.nonagle = 1 | 4; // TCP_NAGLE_OFF | TCP_NAGLE_PUSH
+    }
+    let report = run(PathConfig::default(), &nodelay);
     assert_eq!(path(&report, "tx", "held_pacing_tsq").packets, 1);
 }
 

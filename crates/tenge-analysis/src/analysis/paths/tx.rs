@@ -154,6 +154,9 @@ pub struct TxFlow {
     queued: VecDeque<QueuedSkb>,
     window_held: WindowHeld,
     small: SmallSegment,
+    /// `tp->nonagle` as the latest ACK found it: 0 where Nagle's algorithm
+    /// may hold (and in files from before it was recorded).
+    nonagle: u8,
 }
 
 /// The newest segment of new data under the MSS sent (the kernel's
@@ -240,6 +243,7 @@ impl TxFlow {
                 .saw(ts_ns, una.wrapping_add(window), sender);
             self.small.on_ack(ts_ns, una);
         }
+        self.nonagle = body.nonagle;
     }
 
     pub fn on_queue(
@@ -275,9 +279,16 @@ impl TxFlow {
             tcp_measured: 0,
         };
         let binding = binding_limit(body, segs);
-        // tcp_nagle_test() holds only single segments under the MSS, never a FIN.
-        let nagle_may_hold =
-            segs == 1 && body.len < body.mss_cache && body.tcp_flags & tcp_flags::FIN == 0;
+        // tcp_nagle_test() holds only single segments under the MSS, never a
+        // FIN, and only the write queue's last: tcp_write_xmit() pushes the
+        // others (TCP_NAGLE_PUSH); tcp_nagle_check() not with TCP_NODELAY or
+        // TCP_CORK (nonagle). mss-mismatch's 8948 B writes under an MSS of
+        // 8960, TCP_NODELAY, were "held by Nagle".
+        let nagle_may_hold = self.nonagle == 0
+            && segs == 1
+            && body.len < body.mss_cache
+            && body.tcp_flags & tcp_flags::FIN == 0
+            && body.seq.wrapping_add(body.len) == body.write_seq;
         let mut offset = 0;
         // The kernel's segment count bounds the pieces (the last takes the
         // rest): a damaged length or size costs no more than it.
