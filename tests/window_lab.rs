@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tenge_trace::analysis::window::kernel::Rule;
 use tenge_trace::analysis::window::{
-    Alert, AlertKind, FlowWindowReport, WindowClass, WindowClassifier,
+    Advice, Alert, AlertKind, FlowWindowReport, WindowClass, WindowClassifier,
 };
 use tenge_trace::analysis::{Analysis, AnalysisConfig, Provenance, Report};
 use tenge_trace::collector::{Callbacks, CollectStats, Collector};
@@ -202,6 +202,9 @@ fn mss_clamp_windows_match_the_wire() {
     let run = traced_run(&cfg, "mss-clamp");
     assert!(run.transfer.completed);
     assert_model_holds(&run);
+    // Where the rounding took enough for an MTU to be advised (the windows
+    // a run settles at vary), it counts the timestamps the segments carried.
+    mtu_advice_fitting_the_link(&run);
     let receiver = run.transfer.receiver_addr;
 
     // The wire's windows of the receiver by (seq, ack); window updates repeat a pair.
@@ -280,15 +283,33 @@ fn mss_clamp_windows_match_the_wire() {
     assert!(r.rounding_loss_fraction > 0.0);
 }
 
-/// (a') The paper's compounded loss: the sender's MSS is 8960 (no
-/// timestamps), but MSG_EOR keeps every segment to one 8948-byte write, so the
-/// receiver's estimate is 8948. A window rounded to 8948 multiples is filled
-/// only in whole 8960-byte segments: 26844 → 17920, as in SC'03. (Which
-/// windows a run shows depends on rcv_ssthresh, as in mss-clamp; every one
-/// is checked against the kernel's formulas.)
+/// The MTU advice of both ends, each option its MSS and what the link's
+/// MTU (`ss`'s pmtu) leaves beside the sender's MSS (`ss`'s mss): how many.
+fn mtu_advice_fitting_the_link(run: &Run) -> usize {
+    let headers = run.sender_ss.pmtu.expect("ss pmtu") - run.sender_ss.mss.expect("ss mss");
+    let mut advised = 0;
+    for flow in [run.sender(), run.receiver()] {
+        for a in &flow.advice {
+            if let Advice::Mtu { options, .. } = a {
+                assert!(options.iter().all(|o| o.mtu - o.mss == headers), "{a:?}");
+                advised += 1;
+            }
+        }
+    }
+    advised
+}
+
+/// (a') An MSS mismatch: the sender's MSS is 8960 (no timestamps), but
+/// MSG_EOR keeps every segment to one 8948-byte write, so the receiver's
+/// estimate is 8948 and its windows are rounded to 8948 multiples. SC'03's
+/// compounding (26844 → 17920) needs segments of the sender's MSS, which
+/// would raise the estimate to 8960: these segments fill the windows whole,
+/// two of them in 17896 B, where whole segments of the MSS would say one.
+/// (Which windows a run shows depends on rcv_ssthresh, as in mss-clamp;
+/// every one is checked against the kernel's formulas.)
 #[test]
-fn mss_mismatch_compounds_the_rounding() {
-    if !common::require_root("mss_mismatch_compounds_the_rounding") {
+fn mss_mismatch_windows_hold_the_segments_sent() {
+    if !common::require_root("mss_mismatch_windows_hold_the_segments_sent") {
         return;
     }
     let _serial = serial();
@@ -303,13 +324,9 @@ fn mss_mismatch_compounds_the_rounding() {
         "the largest segment seen"
     );
     // The wire: no segment carries more than one write.
-    let data: Vec<u32> = run
-        .wire
-        .iter()
-        .filter(|s| s.src == run.transfer.sender_addr && s.len > 0)
-        .map(|s| s.len)
-        .collect();
-    assert_eq!(data.iter().max(), Some(&8948));
+    let sent = |s: &&WireSegment| s.src == run.transfer.sender_addr && s.len > 0;
+    let largest = run.wire.iter().filter(sent).map(|s| s.len).max();
+    assert_eq!(largest, Some(8948));
     let flow = run.sender();
     assert_eq!(
         (
@@ -324,7 +341,7 @@ fn mss_mismatch_compounds_the_rounding() {
     // The receiver's window held longest, as the wire carried it: whole
     // segments of its estimate then (8948, or 8960 before the estimate
     // settled), at most the free space (less where the soft cap
-    // rcv_ssthresh cut it first), and whole 8960-byte segments of that.
+    // rcv_ssthresh cut it first), and whole segments as the wire's came.
     assert!(run
         .receiver_windows
         .iter()
@@ -332,14 +349,24 @@ fn mss_mismatch_compounds_the_rounding() {
     assert_eq!(chain.shaped_by, Some(WindowClass::MssRounded));
     assert!(chain.advertised.is_multiple_of(8948) || chain.advertised.is_multiple_of(8960));
     assert!(chain.advertised <= chain.free_space, "{chain:?}");
-    assert_eq!(chain.usable, chain.advertised / 8960 * 8960);
+    assert_eq!(chain.usable, chain.advertised / 8948 * 8948);
     assert_eq!(chain.compounded_loss_bytes, chain.free_space - chain.usable);
-    // k × 8948 holds only k − 1 whole 8960-byte segments: a window rounded
-    // to the settled estimate loses one more segment at the sender (a slow
-    // guest may hold a window of the first estimate, 8960, longest).
-    if chain.advertised.is_multiple_of(8948) {
-        assert_eq!(chain.usable + 8960, chain.advertised / 8948 * 8960);
+    // The wire had two writes in flight at once (data past the receiver's
+    // latest ACK), more than one segment of the MSS: no window of the run
+    // held fewer than two of them.
+    let mut acked = None;
+    let mut most_in_flight = 0;
+    for s in &run.wire {
+        if s.src == run.transfer.receiver_addr {
+            acked = Some(s.ack);
+        } else if let (Some(ack), true) = (acked, s.len > 0) {
+            let ahead = s.seq.wrapping_add(s.len).wrapping_sub(ack);
+            if ahead < 1 << 31 {
+                most_in_flight = most_in_flight.max(ahead);
+            }
+        }
     }
+    assert!(most_in_flight >= 2 * 8948, "{most_in_flight}");
     // Over the transfer the sender's rounding never gives back what the
     // receiver's took.
     let r = &run.receiver().window.receive;
@@ -349,6 +376,17 @@ fn mss_mismatch_compounds_the_rounding() {
         r.compounded_loss_fraction,
         r.rounding_loss_fraction
     );
+    // No MTU: a larger MSS would not make the writes' segments larger.
+    assert_eq!(mtu_advice_fitting_the_link(&run), 0);
+    // TCP_NODELAY: whatever held a segment, it was not Nagle's algorithm
+    // (8948 B segments under the MSS of 8960, behind others, were).
+    let nagle = run
+        .report
+        .path_costs
+        .combined
+        .iter()
+        .find(|p| p.path == "held_nagle");
+    assert!(nagle.is_none_or(|p| p.packets == 0), "{nagle:?}");
 }
 
 /// CLOCK_MONOTONIC ns (the events' clock) of a capture timestamp (Unix seconds).

@@ -20,7 +20,7 @@ TT_EXPECT_BACKENDS=tp_btf,raw_tp,tracepoint,fentry,kprobe \
   run "$TT_VM_PROBES" every_backend_records_the_kernels_windows_and_mss traces_a_loopback_transfer \
     journeys_carry_the_records_of_every_hook
 run "$TT_VM_CORE_LAB" recorded_windows_match_the_wire_and_mss_matches_ss
-run "$TT_VM_WINDOW_LAB" mss_clamp_windows_match_the_wire mss_mismatch_compounds_the_rounding \
+run "$TT_VM_WINDOW_LAB" mss_clamp_windows_match_the_wire mss_mismatch_windows_hold_the_segments_sent \
   sws_stalls_match_zero_window_periods a_handshake_held_back_is_no_send_limit
 # The lab's loss program: clsact before TCX (6.6), the kernel's counters of
 # loss; Nagle's holds against the delayed ACKs of each kernel.

@@ -306,7 +306,7 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
     if let Some(c) = &flow.window.chain {
         let _ = writeln!(
             out,
-            "  window chain (the window held longest): {} B free -> {} B advertised ({}) -> {} B usable (whole segments of the sender's MSS): {} lost",
+            "  window chain (the window held longest): {} B free -> {} B advertised ({}) -> {} B usable (whole segments, as the sender sends them): {} lost",
             c.free_space,
             c.advertised,
             c.shaped_by

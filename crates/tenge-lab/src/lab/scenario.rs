@@ -25,12 +25,15 @@ pub enum Scenario {
     /// on the wire is an MSS multiple, except never-shrink residuals after
     /// sub-MSS segments (64 KiB writes end in a 2900-byte segment).
     MssClamp,
-    /// The paper's compounded loss: mss-clamp without timestamps, and 8948-byte
+    /// The paper's MSS mismatch: mss-clamp without timestamps, and 8948-byte
     /// writes with TCP_NODELAY and MSG_EOR. The sender's MSS is 9000 − 40 =
     /// 8960, but no segment carries more than one write, so the receiver's
     /// estimate `rcv_mss` (the largest segment seen) is 8948: windows are
-    /// rounded to 8948 multiples, and the sender fills them in whole
-    /// 8960-byte segments (26844 → 17920). While `rcv_ssthresh` stays low the
+    /// rounded to 8948 multiples. The paper's compounding (26844 → 17920)
+    /// needs segments of the sender's MSS, which would raise the estimate to
+    /// 8960 (`tcp_measure_rcv_mss()`); these 8948-byte segments fill the
+    /// windows whole, and the chain shows that the mismatch costs nothing
+    /// beyond the receiver's rounding. While `rcv_ssthresh` stays low the
     /// hysteresis keeps the handshake's offer, rounddown(18000, 8960) = 17920.
     MssMismatch,
     /// Receiver-side silly window syndrome: window scaling off, `SO_RCVBUF`
@@ -95,7 +98,7 @@ impl Scenario {
                 "MTU 9000, no window scaling, SO_RCVBUF 18000: ~33000 B free advertised as 26844 = 3 x 8948 or 17896 (SC'03 3.5.1)"
             }
             Scenario::MssMismatch => {
-                "mss-clamp without timestamps, 8948-byte writes: sender MSS 8960, receiver estimate 8948, the losses compound (26844 -> 17920)"
+                "mss-clamp without timestamps, 8948-byte writes: sender MSS 8960, receiver estimate 8948, windows in 8948 multiples that the writes' segments fill whole"
             }
             Scenario::SwsStall => {
                 "no window scaling, SO_RCVBUF 65536, slow reader: zero windows, one-MSS reopenings, zero-window probes"

@@ -408,11 +408,29 @@ pub fn send_ceiling(send: &SendWindow) -> Option<Advice> {
     })
 }
 
+/// The bytes of IP and TCP headers an MTU carries beside the MSS.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Headers {
+    /// As the data's segments carried them.
+    Seen(u32),
+    /// Assumed: IP and TCP headers and timestamps, Linux's default.
+    WithTimestamps(u32),
+}
+
+impl Headers {
+    fn bytes(self) -> u32 {
+        match self {
+            Headers::Seen(n) | Headers::WithTimestamps(n) => n,
+        }
+    }
+}
+
 /// For the window `free` offers (at most `window_max`, what an unscaled
 /// header carries) and the current `mss`: the largest MSS giving k whole
 /// segments, for the current k and the next three (`⌊window/k⌋`, leaving
-/// `window mod k` < k bytes), as MTUs with `overhead` bytes of headers.
-pub fn mtu_choices(free: u64, window_max: u64, mss: u32, overhead: u32) -> Option<Advice> {
+/// `window mod k` < k bytes), as MTUs with `headers`.
+pub fn mtu_choices(free: u64, window_max: u64, mss: u32, headers: Headers) -> Option<Advice> {
+    let overhead = headers.bytes();
     let free_space = free.min(window_max);
     if mss == 0 || free_space < u64::from(mss) {
         return None;
@@ -437,9 +455,16 @@ pub fn mtu_choices(free: u64, window_max: u64, mss: u32, overhead: u32) -> Optio
         true => format!("{free} B free, of which an unscaled window carries {free_space} B:"),
         false => format!("{free_space} B free hold"),
     };
+    let mtu = match headers {
+        Headers::Seen(n) => format!(
+            "MTU {} with the {n} B of headers its segments carry",
+            best.mtu
+        ),
+        Headers::WithTimestamps(_) => format!("MTU {} with timestamps", best.mtu),
+    };
     let message = format!(
-        "{held} {current} × {mss} B segments, {current_lost_bytes} B unused; an MSS of {} (MTU {} with timestamps) would use all but {} B",
-        best.mss, best.mtu, best.lost_bytes
+        "{held} {current} × {mss} B segments, {current_lost_bytes} B unused; an MSS of {} ({mtu}) would use all but {} B",
+        best.mss, best.lost_bytes
     );
     Some(Advice::Mtu {
         free_space,
@@ -650,7 +675,7 @@ mod tests {
             current_lost_bytes,
             options,
             ..
-        }) = mtu_choices(33000, 65535, 8948, 52)
+        }) = mtu_choices(33000, 65535, 8948, Headers::WithTimestamps(52))
         else {
             panic!()
         };
@@ -669,11 +694,13 @@ mod tests {
             ]
         );
         // 27001 B: k = 4 → 6750, 1 B left (27001 − 27000).
-        let Some(Advice::Mtu { options, .. }) = mtu_choices(27001, 65535, 8948, 52) else {
+        let Some(Advice::Mtu { options, .. }) =
+            mtu_choices(27001, 65535, 8948, Headers::WithTimestamps(52))
+        else {
             panic!()
         };
         assert_eq!((options[1].mss, options[1].lost_bytes), (6750, 1));
-        assert!(mtu_choices(2464, 65535, 8948, 52).is_none());
+        assert!(mtu_choices(2464, 65535, 8948, Headers::WithTimestamps(52)).is_none());
         // 100164 B free, unscaled: the window holds 65535 B of them, and the
         // message says both (the healthy lab without scaling).
         let Some(Advice::Mtu {
@@ -681,13 +708,33 @@ mod tests {
             current_lost_bytes,
             message,
             ..
-        }) = mtu_choices(100164, 65535, 8948, 52)
+        }) = mtu_choices(100164, 65535, 8948, Headers::WithTimestamps(52))
         else {
             panic!()
         };
         assert_eq!((free_space, current_lost_bytes), (65535, 2899));
         assert!(
             message.starts_with("100164 B free, of which an unscaled window carries 65535 B: 7 × 8948 B segments, 2899 B unused"),
+            "{message}"
+        );
+        assert!(message.contains("(MTU 9414 with timestamps)"), "{message}");
+    }
+
+    /// Without timestamps (mss-mismatch: MSS 8960 at MTU 9000), the MTU is
+    /// the MSS and the 40 B of headers the segments came with.
+    #[test]
+    fn mtus_with_the_headers_the_segments_carried() {
+        let Some(Advice::Mtu {
+            options, message, ..
+        }) = mtu_choices(32850, 65535, 8960, Headers::Seen(40))
+        else {
+            panic!()
+        };
+        assert_eq!((options[0].mss, options[0].mtu), (10950, 10990));
+        assert!(
+            message.ends_with(
+                "an MSS of 10950 (MTU 10990 with the 40 B of headers its segments carry) would use all but 0 B"
+            ),
             "{message}"
         );
     }

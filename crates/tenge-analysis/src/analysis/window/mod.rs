@@ -6,7 +6,7 @@
 //! - [`receiver`]: every advertised window classified (MSS rounding, wscale
 //!   alignment, SWS zero, NOMEM zero, never-shrink residual, 65535 clamp) and
 //!   checked against what the kernel stored.
-//! - [`sender`]: the usable window in whole segments of the sender's MSS, and
+//! - [`sender`]: the usable window in whole segments as the sender sends them, and
 //!   the paper's compounded loss when the receiver's MSS estimate differs.
 //! - [`stalls`]: SWS stall episodes with their probes and sub-MSS segments.
 //! - [`limits`]: rwnd/cwnd/sndbuf/app-limited time, against the kernel's chrono.
@@ -206,6 +206,8 @@ struct PeerView {
     rcv_mss: u32,
     /// The peer's send MSS (`mss_cache`), 0 if unknown.
     mss_cache: u32,
+    /// The segments the peer's windows must hold whole ([`SenderSide::segment`]).
+    segment: u32,
     srtt_us: u32,
     /// The peer is traced (the default view stands for none).
     traced: bool,
@@ -306,6 +308,7 @@ impl Flow {
         PeerView {
             rcv_mss: self.rx.rcv_mss,
             mss_cache: self.tx.mss_cache,
+            segment: self.tx.segment(),
             srtt_us: self.tx.srtt_us,
             traced: true,
             rwnd_share: self.rwnd_share,
@@ -425,9 +428,9 @@ impl Flow {
                 }
                 if w.len > 0 {
                     self.tx.on_data(ts);
+                    self.tx.on_segment(w);
                 }
-                let sender_mss = peer.mss_cache;
-                if let Some(c) = self.rx.on_window_adv(ts, w, sender_mss) {
+                if let Some(c) = self.rx.on_window_adv(ts, w, peer.segment) {
                     if self.peer.is_none() {
                         let t = self.recv_stalls.window(
                             ts,
@@ -901,7 +904,7 @@ pub struct WindowReportSection {
     pub ideal_window: Option<u64>,
     /// "bandwidth_delay" or "free_space".
     pub ideal_window_source: Option<&'static str>,
-    /// `ideal_window` in whole segments of the sender's MSS (Figure 8).
+    /// `ideal_window` in whole segments as the sender sends them (Figure 8).
     pub mss_allowed_window: Option<u64>,
     /// The free → advertised → usable chain of the window the receiver held longest.
     pub chain: Option<WindowChain>,
@@ -924,10 +927,14 @@ pub struct WindowReport {
 struct DataReceiver {
     rcv_mss: u32,
     advmss: u16,
+    /// See [`ReceiverSide::header_bytes`].
+    header_bytes: u16,
     space_rule: kernel::SpaceRule,
     rcv_wscale: u8,
     /// The connection scales its windows: either end announced a scale.
     window_scaling: bool,
+    /// Its windows' mean share of the free space lost to rounding.
+    rounding_loss_fraction: f64,
     mean_free_space: f64,
     mean_withheld: f64,
     longest_held: Option<receiver::HeldWindow>,
@@ -942,9 +949,11 @@ impl DataReceiver {
         DataReceiver {
             rcv_mss: rx.rcv_mss,
             advmss: rx.advmss,
+            header_bytes: rx.header_bytes,
             space_rule: rx.space_rule,
             rcv_wscale: rx.rcv_wscale,
             window_scaling: rx.rcv_wscale > 0 || rx.peer_wscale > 0,
+            rounding_loss_fraction: r.rounding_loss_fraction,
             mean_free_space: r.mean_free_space,
             mean_withheld: r.mean_withheld,
             longest_held: r.longest_held,
@@ -1051,6 +1060,14 @@ impl WindowAnalyzer {
         if Self::takes(ev) {
             self.analyze(ev, ev.hdr.sock_cookie, socket);
             return Alerts::take(&mut self.alerts);
+        }
+        // What the headers of data reaching a socket take of its MTU. The
+        // flow table's socket, not the cookie: veth keeps the sender's skb->sk.
+        if let Body::NetifReceive(p) = &ev.body {
+            if let Some(i) = socket.and_then(|s| self.flow_at(s)) {
+                self.flows[i].rx.on_packet(p);
+            }
+            return Alerts::none();
         }
         // The reader's queue as data arrives and reads return, for a socket
         // whose windows are traced.
@@ -1421,9 +1438,11 @@ impl WindowAnalyzer {
         let DataReceiver {
             rcv_mss,
             advmss,
+            header_bytes,
             space_rule: ratio,
             rcv_wscale: wscale,
             window_scaling,
+            rounding_loss_fraction,
             mean_free_space: free,
             mean_withheld: withheld,
             longest_held: held,
@@ -1442,6 +1461,16 @@ impl WindowAnalyzer {
                 .map(|(s, r)| i64::from(s) - i64::from(r)),
         };
         let effective_sender_mss = sender_mss.or(receiver_estimate).unwrap_or(0);
+        // The segments a window must hold whole: the sender's (see
+        // `SenderSide::segment`), else its MSS as the receiver estimates it.
+        let sender_segment = match sending {
+            true => flow.tx.segment(),
+            false => peer.segment,
+        };
+        let segment = Some(sender_segment)
+            .filter(|&s| s > 0)
+            .or(receiver_estimate)
+            .unwrap_or(0);
         let srtt = if flow.tx.min_srtt_us > 0 {
             flow.tx.min_srtt_us
         } else {
@@ -1456,7 +1485,7 @@ impl WindowAnalyzer {
             None if free > 0.0 => (Some(free as u64), Some("free_space")),
             None => (None, None),
         };
-        let chain = held.map(|h| WindowChain::held(h, effective_sender_mss));
+        let chain = held.map(|h| WindowChain::held(h, segment));
         // The RTT of the data this report is about, as the alerts take it.
         let srtt_now = if sending {
             flow.srtt_us(&peer)
@@ -1476,8 +1505,8 @@ impl WindowAnalyzer {
                 .cloned()
                 .collect(),
             mss_allowed_window: ideal_window
-                .filter(|_| effective_sender_mss > 0)
-                .map(|w| sender::mss_allowed_window(w, effective_sender_mss)),
+                .filter(|_| segment > 0)
+                .map(|w| sender::mss_allowed_window(w, segment)),
             ideal_window,
             ideal_window_source,
             chain,
@@ -1487,7 +1516,9 @@ impl WindowAnalyzer {
         let threshold = cfg.threshold_pct / 100.0;
         // What a receive buffer or an MTU can mend; cwnd or the send
         // buffer limiting alone are not (its window already holds the data).
-        let rounding_flagged = window.receive.rounding_loss_fraction >= threshold
+        // The data's receiver's: a sender was told no MTU where its peer's
+        // windows, 22 % lost, were (mss-clamp, whose held window lost 18 %).
+        let rounding_flagged = rounding_loss_fraction >= threshold
             || chain.is_some_and(|c| c.rounding_loss_fraction() >= threshold);
         // Stalls too short to alert flag the flow where together they took
         // the threshold's share of its time: a loopback's 64 KiB MSS made
@@ -1538,7 +1569,7 @@ impl WindowAnalyzer {
                     bandwidth_delay,
                     free as u64,
                     (rwnd_share >= threshold).then_some(cwnd),
-                    effective_sender_mss,
+                    segment,
                     window_scaling,
                 );
                 let wanted = target.window().unwrap_or(free as u64);
@@ -1589,30 +1620,37 @@ impl WindowAnalyzer {
             // receive buffer at MTU 9000 gave MSS 2048, and the advice was
             // an MTU of 2961), TCP_MAXSEG, the path's MTU. No MTU mends it.
             // Without the sender's own MSS, the receiver's estimate of it
-            // says nothing of this.
+            // says nothing of this. Nor does an MSS the writes never fill
+            // (mss-mismatch's 8948 B writes, MSG_EOR, under an MSS of 8960).
             let mtu_mss = u32::from(advmss.min(sender_advmss.unwrap_or(advmss)));
-            let mtu_sets_mss = sender_mss.is_none_or(|mss| mss >= mtu_mss);
+            let mtu_sets_mss =
+                sender_mss.is_none_or(|mss| mss >= mtu_mss) && segment >= effective_sender_mss;
             if rounding_flagged
                 && !reader_bound
                 && mtu_sets_mss
                 && effective_sender_mss > 0
                 && wscale == 0
             {
-                // Header overhead of the MTU: IP and TCP headers and the
-                // 12 B of timestamps Linux negotiates by default. Neither
-                // MSS tells: the kernel takes the timestamps out of advmss
-                // and mss_cache alike.
-                let ip_tcp = match flow.ends {
-                    Some((SocketAddr::V6(_), _)) => 60,
-                    _ => 40,
+                // Header overhead of the MTU: what the data's own headers
+                // took, where its receiver is traced; else IP and TCP
+                // headers and the 12 B of timestamps Linux negotiates by
+                // default. Neither MSS tells: the kernel takes the
+                // timestamps out of advmss and mss_cache alike.
+                let headers = match header_bytes {
+                    0 => advice::Headers::WithTimestamps(
+                        match flow.ends {
+                            Some((SocketAddr::V6(_), _)) => 60,
+                            _ => 40,
+                        } + TIMESTAMP_OPTION_BYTES,
+                    ),
+                    seen => advice::Headers::Seen(u32::from(seen)),
                 };
-                let options = TIMESTAMP_OPTION_BYTES;
                 // Unscaled: segments fill at most the 65535 B a header carries.
                 advice.extend(advice::mtu_choices(
                     free as u64,
                     advice::UNSCALED_WINDOW_MAX,
                     effective_sender_mss,
-                    ip_tcp + options,
+                    headers,
                 ));
             }
         }

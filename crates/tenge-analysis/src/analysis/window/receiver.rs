@@ -7,7 +7,7 @@ use super::kernel::{
     Selection, SpaceRule, ICSK_ACK_NOMEM,
 };
 use super::TimeWeighted;
-use crate::event::{tcp_flags, tt_window_adv};
+use crate::event::{tcp_flags, tt_pkt, tt_window_adv};
 use serde::Serialize;
 
 /// Why an advertised window has the value it has.
@@ -285,6 +285,11 @@ pub(super) struct ReceiverSide {
     /// The scale the peer announced (`snd_wscale` of our `tcp_rcv` events):
     /// above 0, the connection scales its windows.
     pub peer_wscale: u8,
+    /// The fewest bytes of IP and TCP headers on a data segment that reached
+    /// this socket (at netif_receive_skb, `skb->len` less the payload): what
+    /// an MTU carries beside the MSS, timestamps included where the
+    /// connection uses them. 0 before the first.
+    pub header_bytes: u16,
     pub space_rule: SpaceRule,
     prior: Option<PriorOffer>,
     /// The `rcv_wnd` of our SYN, the offer standing at the first ACK.
@@ -319,6 +324,7 @@ impl Default for ReceiverSide {
             advmss: 0,
             rcv_wscale: 0,
             peer_wscale: 0,
+            header_bytes: 0,
             space_rule: SpaceRule::default(),
             window_clamp: 0,
             rcv_nxt: 0,
@@ -339,8 +345,22 @@ impl Default for ReceiverSide {
 }
 
 impl ReceiverSide {
-    /// An outgoing segment of this socket. `sender_mss` is the peer's send MSS
-    /// when the peer is traced (else our estimate of it). None for SYNs, whose
+    /// A packet reached this socket at netif_receive_skb. Only data counts:
+    /// a NIC pads a 40 B ACK to the Ethernet minimum of 46.
+    pub fn on_packet(&mut self, p: &tt_pkt) {
+        let header = p.skb_len.saturating_sub(p.len);
+        if p.len > 0 && header > 0 {
+            let header = header.min(u32::from(u16::MAX)) as u16;
+            self.header_bytes = match self.header_bytes {
+                0 => header,
+                seen => seen.min(header),
+            };
+        }
+    }
+
+    /// An outgoing segment of this socket. `sender_mss` is the size of the
+    /// segments the peer's windows must hold whole, when the peer is traced
+    /// (`SenderSide::segment`; else our estimate of its MSS). None for SYNs, whose
     /// window comes from `tcp_select_initial_window()` instead, and resets.
     pub fn on_window_adv(
         &mut self,

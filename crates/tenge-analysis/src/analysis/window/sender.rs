@@ -5,7 +5,7 @@ use super::kernel::round_down_to;
 use super::limits::seq_gap;
 use super::receiver::{HeldWindow, WindowClass};
 use super::TimeWeighted;
-use crate::event::{after_ack, tcp_flags, tt_tcp_rcv};
+use crate::event::{after_ack, tcp_flags, tt_tcp_rcv, tt_window_adv};
 use serde::Serialize;
 
 /// Feng et al. §3.5.1, one step at a time: the receiver rounds its free space
@@ -101,8 +101,8 @@ impl AckView {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct SendWindow {
     pub acks: u64,
-    /// Time-weighted means: the peer's window, `min(window, snd_cwnd · mss_cache)`,
-    /// and that rounded down to whole segments of `mss_cache`.
+    /// Time-weighted means: the peer's window, `min(window, snd_cwnd ·
+    /// segment)`, and that rounded down to whole segments (`SenderSide::segment`).
     pub mean_peer_window: f64,
     pub mean_usable: f64,
     pub mean_usable_whole_segments: f64,
@@ -124,6 +124,8 @@ pub struct SendWindow {
 #[derive(Debug, Default)]
 pub(super) struct SenderSide {
     pub mss_cache: u32,
+    /// The largest segment of data sent (a GSO skb's `gso_size`); 0 before the first.
+    largest_segment: u32,
     pub srtt_us: u32,
     pub min_srtt_us: u32,
     /// Seen with data queued or in flight at least once.
@@ -168,8 +170,9 @@ impl SenderSide {
             self.sent_data = true;
             self.acks += 1;
         }
-        let usable = u64::from(view.window).min(u64::from(r.snd_cwnd) * u64::from(r.mss_cache));
-        let whole = round_down_to(usable, u64::from(r.mss_cache));
+        let segment = u64::from(self.segment());
+        let usable = u64::from(view.window).min(u64::from(r.snd_cwnd) * segment);
+        let whole = round_down_to(usable, segment);
         let values = [u64::from(view.window), usable, whole];
         let srtt = u64::from(self.srtt_us);
         let ceiling = (srtt > 0).then(|| [srtt, whole * 1_000_000 / srtt]);
@@ -203,6 +206,27 @@ impl SenderSide {
     /// Data is written or leaves (a write, or a segment with data): after
     /// an ACK that had left nothing waiting, busy time begins again, under
     /// that ACK's window (the kernel's chrono starts at the write).
+    /// One of our data segments (or GSO skbs) left.
+    pub fn on_segment(&mut self, w: &tt_window_adv) {
+        let size = match w.gso_segs > 1 && w.gso_size > 0 {
+            true => u32::from(w.gso_size),
+            false => w.len,
+        };
+        self.largest_segment = self.largest_segment.max(size);
+    }
+
+    /// The segments a window must hold whole: `tcp_snd_wnd_test()` fits
+    /// the next skb, up to one MSS. `mss_cache`, or the largest segment
+    /// sent where smaller: mss-mismatch's 8948 B writes (MSG_EOR) under an
+    /// MSS of 8960 went two to a window of 17896 B, where whole segments of
+    /// the MSS said one.
+    pub fn segment(&self) -> u32 {
+        match (self.largest_segment, self.mss_cache) {
+            (0, mss) | (mss, 0) => mss,
+            (largest, mss) => largest.min(mss),
+        }
+    }
+
     pub fn on_data(&mut self, ts_ns: u64) {
         if let Some((values, ceiling)) = self.resume.take() {
             self.hold(ts_ns, values, ceiling);
@@ -347,6 +371,26 @@ mod tests {
         // Everything acked and nothing unsent: no data waiting.
         let done = tt_tcp_rcv { ack: 20000, ..r };
         assert!(!AckView::of(&done).data_waiting);
+        // Writes of 8948 B (MSG_EOR) under that MSS: the window holds three
+        // of the segments sent, as tcp_snd_wnd_test() fits each skb.
+        let mut s = SenderSide::default();
+        s.on_segment(&tt_window_adv {
+            len: 8948,
+            gso_segs: 1,
+            ..Default::default()
+        });
+        s.on_tcp_rcv(0, &r);
+        assert_eq!(s.segment(), 8948);
+        let rep = s.report(1_000_000).unwrap();
+        assert_eq!(rep.mean_usable_whole_segments, 26844.0);
+        // A GSO skb of full segments: the MSS again.
+        s.on_segment(&tt_window_adv {
+            len: 4 * 8960,
+            gso_segs: 4,
+            gso_size: 8960,
+            ..Default::default()
+        });
+        assert_eq!(s.segment(), 8960);
     }
 
     #[test]
