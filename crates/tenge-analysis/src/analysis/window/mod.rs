@@ -972,6 +972,10 @@ fn is_reset(ev: &Event) -> bool {
 /// No window analysis for a socket (yet): sockets without window events have none.
 const NO_FLOW: u32 = u32::MAX;
 
+/// Set in a `by_socket` entry once a data segment reached the socket and
+/// gave its headers: the others leave the socket's state where it is.
+const HEADERS_SEEN: u32 = 1 << 31;
+
 /// The incremental analyzer; see the module documentation.
 pub struct WindowAnalyzer {
     cfg: WindowConfig,
@@ -1064,8 +1068,14 @@ impl WindowAnalyzer {
         // What the headers of data reaching a socket take of its MTU. The
         // flow table's socket, not the cookie: veth keeps the sender's skb->sk.
         if let Body::NetifReceive(p) = &ev.body {
-            if let Some(i) = socket.and_then(|s| self.flow_at(s)) {
-                self.flows[i].rx.on_packet(p);
+            let entry = socket.and_then(|s| self.by_socket.get_mut(s));
+            if let Some(entry) = entry.filter(|e| **e != NO_FLOW && **e & HEADERS_SEEN == 0) {
+                if p.len > 0 {
+                    *entry |= HEADERS_SEEN;
+                    self.flows[*entry as usize & !(HEADERS_SEEN as usize)]
+                        .rx
+                        .on_data_segment(p);
+                }
             }
             return Alerts::none();
         }
@@ -1114,12 +1124,7 @@ impl WindowAnalyzer {
     /// The flow of a socket, by the flow table's index or by cookie.
     fn find(&self, cookie: u64, socket: Option<usize>) -> Option<usize> {
         match socket {
-            Some(s) => self
-                .by_socket
-                .get(s)
-                .copied()
-                .filter(|&i| i != NO_FLOW)
-                .map(|i| i as usize),
+            Some(s) => self.flow_at(s),
             None => self.index.get(&cookie).copied(),
         }
     }
@@ -1269,7 +1274,7 @@ impl WindowAnalyzer {
     /// The index in `flows` of the flow table's socket `socket`, if it has one.
     fn flow_at(&self, socket: usize) -> Option<usize> {
         let i = *self.by_socket.get(socket)?;
-        (i != NO_FLOW).then_some(i as usize)
+        (i != NO_FLOW).then_some((i & !HEADERS_SEEN) as usize)
     }
 
     /// The flow table's number of the traced socket at the other end of `socket`.

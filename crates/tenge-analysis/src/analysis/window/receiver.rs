@@ -285,10 +285,11 @@ pub(super) struct ReceiverSide {
     /// The scale the peer announced (`snd_wscale` of our `tcp_rcv` events):
     /// above 0, the connection scales its windows.
     pub peer_wscale: u8,
-    /// The fewest bytes of IP and TCP headers on a data segment that reached
-    /// this socket (at netif_receive_skb, `skb->len` less the payload): what
-    /// an MTU carries beside the MSS, timestamps included where the
-    /// connection uses them. 0 before the first.
+    /// The bytes of IP and TCP headers on the first data segment that
+    /// reached this socket (at netif_receive_skb, `skb->len` less the
+    /// payload; an ACK can be padded to the Ethernet minimum): what an MTU
+    /// carries beside the MSS, timestamps included where the connection
+    /// uses them. 0 before it.
     pub header_bytes: u16,
     pub space_rule: SpaceRule,
     prior: Option<PriorOffer>,
@@ -345,17 +346,10 @@ impl Default for ReceiverSide {
 }
 
 impl ReceiverSide {
-    /// A packet reached this socket at netif_receive_skb. Only data counts:
-    /// a NIC pads a 40 B ACK to the Ethernet minimum of 46.
-    pub fn on_packet(&mut self, p: &tt_pkt) {
+    /// The first data segment reached this socket at netif_receive_skb.
+    pub fn on_data_segment(&mut self, p: &tt_pkt) {
         let header = p.skb_len.saturating_sub(p.len);
-        if p.len > 0 && header > 0 {
-            let header = header.min(u32::from(u16::MAX)) as u16;
-            self.header_bytes = match self.header_bytes {
-                0 => header,
-                seen => seen.min(header),
-            };
-        }
+        self.header_bytes = header.min(u32::from(u16::MAX)) as u16;
     }
 
     /// An outgoing segment of this socket. `sender_mss` is the size of the
