@@ -206,8 +206,9 @@ struct PeerView {
     rcv_mss: u32,
     /// The peer's send MSS (`mss_cache`), 0 if unknown.
     mss_cache: u32,
-    /// The segments the peer's windows must hold whole ([`SenderSide::segment`]).
-    segment: u32,
+    /// The segments the peer's windows must hold whole ([`SenderSide::segment`]):
+    /// no segment passes 64 KiB, and 2 bytes keep the view in 32.
+    segment: u16,
     srtt_us: u32,
     /// The peer is traced (the default view stands for none).
     traced: bool,
@@ -308,7 +309,7 @@ impl Flow {
         PeerView {
             rcv_mss: self.rx.rcv_mss,
             mss_cache: self.tx.mss_cache,
-            segment: self.tx.segment(),
+            segment: self.tx.segment().min(u32::from(u16::MAX)) as u16,
             srtt_us: self.tx.srtt_us,
             traced: true,
             rwnd_share: self.rwnd_share,
@@ -430,7 +431,7 @@ impl Flow {
                     self.tx.on_data(ts);
                     self.tx.on_segment(w);
                 }
-                if let Some(c) = self.rx.on_window_adv(ts, w, peer.segment) {
+                if let Some(c) = self.rx.on_window_adv(ts, w, u32::from(peer.segment)) {
                     if self.peer.is_none() {
                         let t = self.recv_stalls.window(
                             ts,
@@ -1470,7 +1471,7 @@ impl WindowAnalyzer {
         // `SenderSide::segment`), else its MSS as the receiver estimates it.
         let sender_segment = match sending {
             true => flow.tx.segment(),
-            false => peer.segment,
+            false => u32::from(peer.segment),
         };
         let segment = Some(sender_segment)
             .filter(|&s| s > 0)
