@@ -358,6 +358,16 @@ pub fn after_ack(r: &tt_tcp_rcv) -> (u32, u32) {
     (una, u32::from(r.win_raw) << r.snd_wscale)
 }
 
+/// The size of the segments an outgoing skb (`window_adv`) carries: its
+/// length, or a GSO skb's `gso_size` (where unset, its length shared out).
+pub fn segment_size(w: &tt_window_adv) -> u32 {
+    match (u32::from(w.gso_segs).max(1), w.gso_size) {
+        (1, _) => w.len,
+        (segs, 0) => w.len.div_ceil(segs),
+        (_, size) => u32::from(size),
+    }
+}
+
 /// Whether 1-in-`every` sampling keeps the byte at sequence number `seq`.
 pub fn sampled_byte(seq: u32, every: u32) -> bool {
     every <= 1 || block_chosen(seq >> TT_SAMPLE_BLOCK_SHIFT, every)

@@ -20,8 +20,8 @@
 
 use super::stats::{hold, PathId, TX_STAGE_DRIVER, TX_STAGE_QDISC, TX_STAGE_TCP};
 use super::{seq_after, seq_before, Ctx};
-use crate::event::sampled_byte;
 use crate::event::{after_ack, tcp_flags, tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
+use crate::event::{sampled_byte, segment_size};
 use std::collections::VecDeque;
 
 /// One `tcp_sendmsg_locked` iteration.
@@ -262,11 +262,7 @@ impl TxFlow {
         // tcp_transmit_skb() runs before snd_nxt advances past new data.
         let retransmit = seq_before(body.seq, body.snd_nxt);
         let segs = (body.gso_segs as u32).max(1);
-        let seg_len = match (segs, body.gso_size) {
-            (1, _) => body.len,
-            (_, 0) => body.len.div_ceil(segs),
-            (_, size) => size as u32,
-        };
+        let seg_len = segment_size(body);
         let mut queued = QueuedSkb {
             seq: body.seq,
             skb,

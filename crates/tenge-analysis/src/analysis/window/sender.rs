@@ -5,7 +5,7 @@ use super::kernel::round_down_to;
 use super::limits::seq_gap;
 use super::receiver::{HeldWindow, WindowClass};
 use super::TimeWeighted;
-use crate::event::{after_ack, tcp_flags, tt_tcp_rcv, tt_window_adv};
+use crate::event::{after_ack, segment_size, tcp_flags, tt_tcp_rcv, tt_window_adv};
 use serde::Serialize;
 
 /// Feng et al. §3.5.1, one step at a time: the receiver rounds its free space
@@ -208,11 +208,7 @@ impl SenderSide {
     /// that ACK's window (the kernel's chrono starts at the write).
     /// One of our data segments (or GSO skbs) left.
     pub fn on_segment(&mut self, w: &tt_window_adv) {
-        let size = match w.gso_segs > 1 && w.gso_size > 0 {
-            true => u32::from(w.gso_size),
-            false => w.len,
-        };
-        self.largest_segment = self.largest_segment.max(size);
+        self.largest_segment = self.largest_segment.max(segment_size(w));
     }
 
     /// The segments a window must hold whole: `tcp_snd_wnd_test()` fits
