@@ -648,6 +648,54 @@ fn a_clamp_far_below_the_free_space_claims_no_rate_for_it() {
     assert!(!message.contains("at srtt"), "{message}");
 }
 
+/// The rwnd-limited lab's receiver: the soft cap rcv_ssthresh far below the
+/// free space, an MSS of 1448. Rounding 22091 B down to 15 segments loses
+/// 371 B; the alert said the 34% lost went "to rounding down to rcv_mss
+/// 1448", which can lose no more than 1447 B of a window.
+#[test]
+fn mss_clamp_under_the_soft_cap_says_what_the_cap_took() {
+    let r = &RECEIVER;
+    let mut events = vec![r.rcv(
+        0,
+        tt_tcp_rcv {
+            srtt_us: 1000,
+            ..ack(0, 0, 0, 0, 65535)
+        },
+    )];
+    let mut rcv_nxt = 1000u32;
+    for i in 0..40u64 {
+        let adv = tt_window_adv {
+            rcv_ssthresh: 22091,
+            rcv_mss: 1448,
+            advmss: 1448,
+            // 33000 B free, at most 22091, rounded down to 15 × 1448.
+            ..paper_adv(65072, rcv_nxt, 21720)
+        };
+        events.push(r.adv(i * MS, adv));
+        rcv_nxt += 21720;
+    }
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    let w = &report.flows[0].window.receive;
+    assert_eq!((w.mss_rounded_count, w.model_mismatches), (40, 0));
+    assert_eq!(w.mss_rounding_bytes_above_ssthresh, 40 * 10909);
+    let fired: Vec<_> = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::MssClamp)
+        .collect();
+    assert_eq!(fired.len(), 1, "{alerts:?}");
+    let message = &fired[0].message;
+    assert!(
+        message.contains("34.2% of free space to the soft cap rcv_ssthresh 22091 ("),
+        "{message}"
+    );
+    assert!(
+        message.ends_with(
+            "; the latest window: 33000 B free, 10909 B above the cap, 371 B to the rounding"
+        ),
+        "{message}"
+    );
+}
+
 #[test]
 fn mss_clamp_alert_once_per_episode() {
     let r = &RECEIVER;
