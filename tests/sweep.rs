@@ -28,7 +28,10 @@
 //! segments past 64 KiB (BIG TCP's jumbo header) recorded byte for byte.
 //!
 //! `TT_SWEEP=full` (`make sweep`) runs all 48 scenarios; by default (and in
-//! CI) one in four; `TT_SWEEP_CASE=TEXT` only those whose name holds TEXT.
+//! CI) one in four; `TT_SWEEP=other` (`make sweep` too) 24 more, drawn from
+//! values none of these use (other MTUs, buffers, write sizes, TCP_NODELAY,
+//! reno and bbr, pacing, loss rates, bottlenecks); `TT_SWEEP_CASE=TEXT` only
+//! those whose name holds TEXT.
 //! Needs root.
 
 mod common;
@@ -205,6 +208,112 @@ fn cases() -> Vec<Case> {
                 });
             }
         }
+    }
+    cases
+}
+
+/// Settings none of the other cases use, drawn per case from a fixed seed:
+/// other MTUs and buffers, writes of other sizes (with and without
+/// TCP_NODELAY), reno and bbr, other loss rates and bottlenecks, pacing by
+/// SO_MAX_PACING_RATE, three flows. The checks are the same; the values
+/// are the ones the code was not written against.
+fn other_cases() -> Vec<Case> {
+    let mut seed = 0x7465_6e67_6521_u64;
+    let mut pick = |n: usize| {
+        // xorshift64*: reproducible without a dependency.
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        (seed.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    };
+    let mut cases = Vec::new();
+    for i in 0..24 {
+        let mtu = [1500, 2000, 3000, 7000, 9000, 16000, 1400][pick(7)];
+        let window_scaling = pick(4) != 0;
+        let rcvbuf = [
+            8 << 10,
+            24 << 10,
+            48 << 10,
+            96 << 10,
+            192 << 10,
+            768 << 10,
+            3 << 20,
+            0,
+        ][pick(8)];
+        let rcvbuf = (rcvbuf > 0).then_some(rcvbuf);
+        let sndbuf = [None, None, Some(16 << 10), Some(48 << 10), Some(128 << 10)][pick(5)];
+        let write_size = [64 << 10, 1000, 8192, 100_000, 300][pick(5)];
+        let nodelay = write_size < 8192 && pick(2) == 0;
+        let congestion = [None, None, Some("reno"), Some("bbr")][pick(4)];
+        let reader = match pick(4) {
+            0 => Reader::Slow {
+                initial_pause: Duration::from_millis(150),
+                read_size: 16 << 10,
+                interval: Duration::from_millis(5),
+                reads: 60,
+            },
+            _ => Reader::Fast,
+        };
+        let ipv6 = pick(3) == 0;
+        let flows = [1, 1, 2, 3][pick(4)];
+        let loopback = pick(10) == 0;
+        let drop_every = (!loopback)
+            .then(|| [None, None, Some(50), Some(300)][pick(4)])
+            .flatten();
+        let qdisc = (!loopback)
+            .then(|| {
+                [
+                    None,
+                    None,
+                    Some("tbf rate 600mbit burst 64kb latency 10ms"),
+                    Some("tbf rate 4gbit burst 512kb latency 40ms"),
+                    Some("pfifo"),
+                ][pick(5)]
+            })
+            .flatten();
+        let max_pacing_rate = (pick(8) == 0).then_some(100_000_000);
+        let slow = matches!(reader, Reader::Slow { .. });
+        let name = format!(
+            "other {i:02}: mtu {mtu} wscale {} rcvbuf {} sndbuf {} writes {write_size}{} {} {} {flows}x{}{}{}{}{}",
+            if window_scaling { "on" } else { "off" },
+            rcvbuf.map_or("auto".into(), |b: u32| format!("{}K", b >> 10)),
+            sndbuf.map_or("auto".into(), |b: u32| format!("{}K", b >> 10)),
+            if nodelay { " nodelay" } else { "" },
+            congestion.unwrap_or("cubic"),
+            if slow { "slow" } else { "fast" },
+            if ipv6 { "v6" } else { "v4" },
+            if loopback { " lo" } else { "" },
+            drop_every.map_or(String::new(), |n| format!(" loss 1/{n}")),
+            qdisc.map_or(String::new(), |q| format!(" {}", q.split(' ').take(3).collect::<Vec<_>>().join(" "))),
+            max_pacing_rate.map_or(String::new(), |_| " paced 800mbit".into()),
+        );
+        cases.push(Case {
+            name,
+            flows,
+            cfg: LabConfig {
+                loopback,
+                drop_every,
+                mtu,
+                window_scaling,
+                rcvbuf,
+                sndbuf,
+                reader,
+                ipv6,
+                write_size,
+                nodelay,
+                congestion: congestion.map(str::to_string),
+                max_pacing_rate,
+                // Small writes and slow readers move fewer bytes a second.
+                bytes: if write_size < 8192 || slow {
+                    24 << 20
+                } else {
+                    192 << 20
+                },
+                poll_ends_us: Some(2000),
+                qdisc: qdisc.map(str::to_string),
+                ..LabConfig::default()
+            },
+        });
     }
     cases
 }
@@ -847,12 +956,17 @@ fn findings_agree_with_the_kernel_across_the_sweep() {
         return;
     }
     let _serial = serial();
-    let full = std::env::var("TT_SWEEP").is_ok_and(|v| v == "full");
+    let sweep = std::env::var("TT_SWEEP").unwrap_or_default();
     let only = std::env::var("TT_SWEEP_CASE").ok();
-    let cases: Vec<Case> = cases()
+    let (all, every) = match sweep.as_str() {
+        "full" => (cases(), 1),
+        "other" => (other_cases(), 1),
+        _ => (cases(), 4),
+    };
+    let cases: Vec<Case> = all
         .into_iter()
         .enumerate()
-        .filter(|(i, _)| full || i % 4 == (i / 12) % 4)
+        .filter(|(i, _)| every == 1 || i % 4 == (i / 12) % 4)
         .map(|(_, c)| c)
         .filter(|c| only.as_ref().is_none_or(|k| c.name.contains(k.as_str())))
         .collect();
