@@ -30,7 +30,8 @@
 //! `TT_SWEEP=full` (`make sweep`) runs all 48 scenarios; by default (and in
 //! CI) one in four; `TT_SWEEP=other` (`make sweep` too) 24 more, drawn from
 //! values none of these use (other MTUs, buffers, write sizes, TCP_NODELAY,
-//! reno and bbr, pacing, loss rates, bottlenecks); `TT_SWEEP_CASE=TEXT` only
+//! reno and bbr, pacing, loss rates, bottlenecks; `TT_SWEEP_SEED=N` draws
+//! another 24); `TT_SWEEP_CASE=TEXT` only
 //! those whose name holds TEXT.
 //! Needs root.
 
@@ -212,13 +213,17 @@ fn cases() -> Vec<Case> {
     cases
 }
 
-/// Settings none of the other cases use, drawn per case from a fixed seed:
+/// Settings none of the other cases use, drawn per case from a fixed seed
+/// (`TT_SWEEP_SEED=N` draws others):
 /// other MTUs and buffers, writes of other sizes (with and without
 /// TCP_NODELAY), reno and bbr, other loss rates and bottlenecks, pacing by
 /// SO_MAX_PACING_RATE, three flows. The checks are the same; the values
 /// are the ones the code was not written against.
 fn other_cases() -> Vec<Case> {
-    let mut seed = 0x7465_6e67_6521_u64;
+    let mut seed = std::env::var("TT_SWEEP_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map_or(0x7465_6e67_6521, |s| s | 1);
     let mut pick = |n: usize| {
         // xorshift64*: reproducible without a dependency.
         seed ^= seed >> 12;
