@@ -287,7 +287,8 @@ pub struct RetireArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct AlertArgs {
-    /// A condition must last this long before it is an alert.
+    /// A condition must last this long before it is an alert, and be gone
+    /// this long before its alert is cleared.
     #[arg(long, value_name = "MS", default_value_t = AlertArgs::default().min_duration)]
     pub min_duration: u64,
     /// Alert when the loss or the limited fraction exceeds this percentage.

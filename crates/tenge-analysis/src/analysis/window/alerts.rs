@@ -71,7 +71,8 @@ pub struct Alert {
     pub process: Option<Task>,
     pub kind: AlertKind,
     /// The episode of an earlier alert of this kind and socket ended: the
-    /// figure fell below half the threshold, or the socket closed.
+    /// figure stayed below half the threshold for the minimum duration, or
+    /// the socket closed.
     pub cleared: bool,
     /// What happened, with the bytes and the throughput it costs.
     pub message: String,
@@ -134,11 +135,18 @@ impl Iterator for Alerts<'_> {
 }
 
 /// An episode switch with hysteresis: it fires when the metric reaches the
-/// threshold and ends only after the metric falls below half of it, so a
-/// metric hovering around the threshold gives one alert, not one per event.
+/// threshold and ends only after the metric stayed below half of it for a
+/// hold time, so a metric hovering around the threshold gives one alert,
+/// not one per event, and a bursty one not one per burst (300 B writes
+/// behind a receive window: rwnd_limited began and ended 7 times in 0.9 s).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Episode {
     active: bool,
+    /// The metric is below half the threshold, since `quiet_since_ms`.
+    quiet: bool,
+    /// Milliseconds of the trace's clock, wrapping (4 bytes, not 8: one per
+    /// alert kind in each socket's state).
+    quiet_since_ms: u32,
 }
 
 /// What one reading of the metric did to an [`Episode`].
@@ -150,15 +158,33 @@ pub(super) enum Turn {
 }
 
 impl Episode {
-    pub fn update(&mut self, metric: f64, threshold: f64) -> Turn {
+    /// The reading at `ts_ns`; an episode ends at the first reading
+    /// `hold_ns` or more after the metric fell below half the threshold
+    /// and stayed there.
+    pub fn update(&mut self, ts_ns: u64, metric: f64, threshold: f64, hold_ns: u64) -> Turn {
+        let now_ms = (ts_ns / 1_000_000) as u32;
         match (self.active, metric >= threshold, metric >= threshold / 2.0) {
             (false, true, _) => {
-                self.active = true;
+                *self = Episode {
+                    active: true,
+                    ..Episode::default()
+                };
                 Turn::Started
             }
+            (true, _, true) => {
+                self.quiet = false;
+                Turn::Unchanged
+            }
             (true, _, false) => {
-                self.active = false;
-                Turn::Ended
+                if !self.quiet {
+                    (self.quiet, self.quiet_since_ms) = (true, now_ms);
+                }
+                if u64::from(now_ms.wrapping_sub(self.quiet_since_ms)) * 1_000_000 >= hold_ns {
+                    *self = Episode::default();
+                    Turn::Ended
+                } else {
+                    Turn::Unchanged
+                }
             }
             _ => Turn::Unchanged,
         }
@@ -170,7 +196,7 @@ impl Episode {
 
     /// Ends the episode (the socket closed); true if one was active.
     pub fn end(&mut self) -> bool {
-        std::mem::take(&mut self.active)
+        std::mem::take(self).active
     }
 }
 
@@ -236,17 +262,25 @@ mod tests {
     #[test]
     fn episode_hysteresis() {
         let mut e = Episode::default();
-        // 20 % threshold: 19 no, 21 fires, 15 and 25 stay in the episode (≥ 10),
-        // 9 ends it, 30 starts a second one.
-        let turns: Vec<Turn> = [19.0, 21.0, 15.0, 25.0, 9.0, 30.0]
+        // 20 % threshold, a reading every 40 ms, a hold of 100 ms: 19 no,
+        // 21 fires, 15 and 25 stay in the episode (≥ 10); 9 at 160 ms, 12 at
+        // 200 (back above half: the hold starts again), 9 from 240 to 360
+        // ends it there, 120 ms on; 30 starts a second one.
+        let readings = [19.0, 21.0, 15.0, 25.0, 9.0, 12.0, 9.0, 9.0, 9.0, 9.0, 30.0];
+        let turns: Vec<Turn> = readings
             .iter()
-            .map(|&m| e.update(m, 20.0))
+            .enumerate()
+            .map(|(i, &m)| e.update(i as u64 * 40_000_000, m, 20.0, 100_000_000))
             .collect();
         use Turn::*;
-        assert_eq!(
-            turns,
-            [Unchanged, Started, Unchanged, Unchanged, Ended, Started]
-        );
+        let mut expected = [Unchanged; 11];
+        (expected[1], expected[9], expected[10]) = (Started, Ended, Started);
+        assert_eq!(turns, expected);
+        // No hold: the first reading below half ends it.
+        let mut e = Episode::default();
+        assert_eq!(e.update(0, 21.0, 20.0, 0), Started);
+        assert_eq!(e.update(1, 9.0, 20.0, 0), Ended);
+        assert_eq!(e.update(2, 30.0, 20.0, 0), Started);
         // A closed socket ends the running episode once.
         assert!(e.end() && !e.end());
     }

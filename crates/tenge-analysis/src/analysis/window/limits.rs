@@ -408,6 +408,8 @@ struct Mark {
 
 /// The least busy time, in jiffies, over which the kernel's chrono decides a
 /// recent share (at HZ 250, 40 ms of a 200 ms window: one jiffy is 10 %).
+/// (At 20, the events decided more windows, and said a sender limited where
+/// the kernel's chrono showed 0.)
 const MIN_KERNEL_JIFFIES: u64 = 10;
 
 /// The recent window as the kernel and the wire saw it (see [`LimitTracker::recent_check`]).
@@ -415,6 +417,9 @@ const MIN_KERNEL_JIFFIES: u64 = 10;
 pub struct RecentCheck {
     /// The kernel's rwnd- and sndbuf-limited shares of its busy time.
     pub kernel: Option<[f64; 2]>,
+    /// The share one jiffy of that busy time makes: the chrono counts whole
+    /// jiffies, so a share is known to within it.
+    pub kernel_jiffy: f64,
     /// Bytes acknowledged per second.
     pub acked_bps: Option<f64>,
     /// The span those figures cover.
@@ -472,20 +477,29 @@ impl LimitTracker {
         self.marks_filled = (self.marks_filled + 1).min(BUCKETS + 1);
     }
 
-    /// Over at least the last `span_ns` before `now` (from the newest mark
-    /// that old, else the oldest mark, to the latest chrono): the kernel's
-    /// shares and the rate acknowledged. A whole span, and at least
+    /// Over the last `span_ns` before `now`, from the oldest mark within it
+    /// to the latest chrono: the kernel's shares and the rate acknowledged.
+    /// Within it, so that what an alert says of "the last 200 ms" holds of
+    /// them (from the newest mark that old, up to a slot more: 40 ms of
+    /// sndbuf_limited in the slot before made 19% of 225 ms, 8% of the last
+    /// 200). Only where that leaves under three quarters of the span (ACKs
+    /// far apart) from the newest mark before it. At least
     /// [`MIN_KERNEL_JIFFIES`] busy: the chrono counts whole jiffies, and a
     /// few ACKs far apart must not make one jiffy a large share.
     pub fn recent_check(&self, now_ns: u64, span_ns: u64) -> RecentCheck {
-        let mut from = None;
+        let (mut within, mut before) = (None, None);
         for age in 0..self.marks_filled {
             let mark = self.marks[(self.mark_next + BUCKETS * (age + 1)) % (BUCKETS + 1)];
-            from = Some(mark);
-            if mark.ts_ns + span_ns <= now_ns {
+            if mark.ts_ns + span_ns < now_ns {
+                before = Some(mark);
                 break;
             }
+            within = Some(mark);
         }
+        let from = match (within, before) {
+            (Some(w), Some(b)) if now_ns - w.ts_ns < span_ns / 4 * 3 => Some(b),
+            (w, b) => w.or(b),
+        };
         let (Some(from), Some(chrono)) = (from, self.chrono) else {
             return RecentCheck::default();
         };
@@ -497,6 +511,7 @@ impl LimitTracker {
         RecentCheck {
             kernel: (busy >= MIN_KERNEL_JIFFIES)
                 .then(|| [delta[1] as f64 / busy as f64, delta[2] as f64 / busy as f64]),
+            kernel_jiffy: 1.0 / busy.max(1) as f64,
             acked_bps: (span_ns > 0 && acked < 1 << 31)
                 .then(|| f64::from(acked) * 8e9 / span_ns as f64),
             span_ns,
@@ -785,6 +800,36 @@ mod tests {
         assert_eq!(w.current, [15, 0, 0, 15]);
         assert_eq!(w.closed, [142, 0, 23, 165]);
         assert_eq!(w.fractions(180), Some([157.0 / 180.0, 0.0, 23.0 / 180.0]));
+    }
+
+    /// Marks every 25 ms to 200 ms; the kernel's sndbuf_limited 40 ms (10
+    /// jiffies at HZ 250) between the first two, none after; busy all along.
+    #[test]
+    fn the_kernel_share_covers_the_last_span_only() {
+        let mut t = LimitTracker::new(200_000_000);
+        let ms = 1_000_000u64;
+        let chrono = |busy: u32, sndbuf: u32| ChronoSample {
+            chrono_stat: [busy, 0, sndbuf],
+            ..ChronoSample::default()
+        };
+        for slot in 0..=8u32 {
+            let (busy, sndbuf) = match slot {
+                0 => (0, 0),
+                _ => (6 * (slot - 1), 10),
+            };
+            t.on_chrono(u64::from(slot) * 25 * ms, chrono(busy, sndbuf));
+        }
+        // At 220 ms the last 200 ms, from the mark at 25, hold no
+        // sndbuf-limited time; from the mark at 0 it was 10 of 52 jiffies.
+        let check = t.recent_check(220 * ms, 200 * ms);
+        assert_eq!(check.span_ns, 195 * ms);
+        assert_eq!(check.kernel, Some([0.0, 0.0]));
+        // ACKs far apart: marks at 0 and 190 ms. At 250 ms the one at 190
+        // covers too little of the span, and the one at 0 gives the window.
+        let mut t = LimitTracker::new(200_000_000);
+        t.on_chrono(0, chrono(0, 0));
+        t.on_chrono(190 * ms, chrono(40, 10));
+        assert_eq!(t.recent_check(250 * ms, 200 * ms).span_ns, 250 * ms);
     }
 
     #[test]
