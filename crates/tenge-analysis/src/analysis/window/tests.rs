@@ -656,19 +656,34 @@ fn mss_clamp_only_where_the_window_binds() {
     assert_eq!(kinds(&lossy_receiver_at_srtt(100_000)), []);
 }
 
+/// The receiver's own srtt, 1 ms, from an ACK it took in at 0.
+fn receiver_srtt_1ms() -> Event {
+    RECEIVER.rcv(
+        0,
+        tt_tcp_rcv {
+            srtt_us: 1000,
+            ..ack(0, 0, 0, 0, 65535)
+        },
+    )
+}
+
+/// The message of the one `mss_clamp` alert among `alerts`.
+fn only_mss_clamp(alerts: &[Alert]) -> &str {
+    let fired: Vec<_> = alerts
+        .iter()
+        .filter(|a| a.kind == AlertKind::MssClamp)
+        .collect();
+    assert_eq!(fired.len(), 1, "{alerts:?}");
+    &fired[0].message
+}
+
 /// An autotuned buffer behind an unscaled window (scaling off, loss made
 /// the kernel grow it): 2 MiB free, 65535 B offered. The alert tells the
 /// loss, not a rate the lost megabytes would carry per round trip.
 #[test]
 fn a_clamp_far_below_the_free_space_claims_no_rate_for_it() {
     let r = &RECEIVER;
-    let mut events = vec![r.rcv(
-        0,
-        tt_tcp_rcv {
-            srtt_us: 1000,
-            ..ack(0, 0, 0, 0, 65535)
-        },
-    )];
+    let mut events = vec![receiver_srtt_1ms()];
     let mut rcv_nxt = 1000u32;
     for i in 0..100u64 {
         let adv = tt_window_adv {
@@ -689,12 +704,7 @@ fn a_clamp_far_below_the_free_space_claims_no_rate_for_it() {
     }
     let (alerts, report) = run(WindowConfig::default(), &events);
     assert_eq!(report.flows[0].window.receive.classes.clamped_65535, 100);
-    let fired: Vec<_> = alerts
-        .iter()
-        .filter(|a| a.kind == AlertKind::MssClamp)
-        .collect();
-    assert_eq!(fired.len(), 1, "{alerts:?}");
-    let message = &fired[0].message;
+    let message = only_mss_clamp(&alerts);
     assert!(
         message.contains(
             "to the 65535 header clamp (no window scaling): 2031617 of 2097152 B per window;"
@@ -711,13 +721,7 @@ fn a_clamp_far_below_the_free_space_claims_no_rate_for_it() {
 #[test]
 fn mss_clamp_under_the_soft_cap_says_what_the_cap_took() {
     let r = &RECEIVER;
-    let mut events = vec![r.rcv(
-        0,
-        tt_tcp_rcv {
-            srtt_us: 1000,
-            ..ack(0, 0, 0, 0, 65535)
-        },
-    )];
+    let mut events = vec![receiver_srtt_1ms()];
     let mut rcv_nxt = 1000u32;
     for i in 0..40u64 {
         let adv = tt_window_adv {
@@ -734,12 +738,7 @@ fn mss_clamp_under_the_soft_cap_says_what_the_cap_took() {
     let w = &report.flows[0].window.receive;
     assert_eq!((w.mss_rounded_count, w.model_mismatches), (40, 0));
     assert_eq!(w.mss_rounding_bytes_above_ssthresh, 40 * 10909);
-    let fired: Vec<_> = alerts
-        .iter()
-        .filter(|a| a.kind == AlertKind::MssClamp)
-        .collect();
-    assert_eq!(fired.len(), 1, "{alerts:?}");
-    let message = &fired[0].message;
+    let message = only_mss_clamp(&alerts);
     assert!(
         message.contains("34.2% of free space to the soft cap rcv_ssthresh 22091 ("),
         "{message}"
