@@ -497,7 +497,7 @@ impl LimitTracker {
             within = Some(mark);
         }
         let from = match (within, before) {
-            (Some(w), Some(b)) if now_ns - w.ts_ns < span_ns / 4 * 3 => Some(b),
+            (Some(w), Some(b)) if now_ns.saturating_sub(w.ts_ns) < span_ns / 4 * 3 => Some(b),
             (w, b) => w.or(b),
         };
         let (Some(from), Some(chrono)) = (from, self.chrono) else {

@@ -767,24 +767,21 @@ impl Flow {
             // loopback: the events 100%, the kernel 0-30% of each 200 ms),
             // and the episode ended and began again 150 times in 10 s.
             let episode = &mut self.limit_episodes[i];
+            let active = episode.is_active();
+            let share = match (active, binds) {
+                (true, _) => shares[i].max(ours[i]),
+                (false, true) => shares[i],
+                (false, false) => 0.0,
+            };
             // An episode starts on the kernel's share less one jiffy, the
             // most its whole jiffies can overstate it by (2 of 10 jiffies
             // rwnd_limited were "20%" beside a 3.2 MB window on 57 Mb/s;
             // the polls over those 200 ms: 1 of 11).
-            let (share, starts_at) = match (episode.is_active(), binds) {
-                (true, _) => (shares[i].max(ours[i]), shares[i].max(ours[i])),
-                (false, true) if kernel_clocked(kind) => {
-                    (shares[i], shares[i] - check.kernel_jiffy)
-                }
-                (false, true) => (shares[i], shares[i]),
-                (false, false) => (0.0, 0.0),
+            let reading = match !active && kernel_clocked(kind) {
+                true => share - check.kernel_jiffy,
+                false => share,
             };
-            let turn = episode.update(
-                ts,
-                starts_at * 100.0,
-                cfg.threshold_pct,
-                cfg.min_duration_ns,
-            );
+            let turn = episode.update(ts, reading * 100.0, cfg.threshold_pct, cfg.min_duration_ns);
             if turn == Turn::Unchanged {
                 continue;
             }
