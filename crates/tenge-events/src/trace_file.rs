@@ -126,24 +126,46 @@ impl KernelPointers {
 }
 
 /// Replaces the kernel addresses of records by keyed identifiers.
-struct PointerHasher(std::collections::hash_map::RandomState);
+struct PointerHasher {
+    key: std::collections::hash_map::RandomState,
+    /// The identifiers of addresses seen lately, direct-mapped: the hops of
+    /// a packet's journey carry its address again and again, and hashing
+    /// every record's was a tenth of the collector's time.
+    memo: Box<[(u64, u64); POINTER_MEMO]>,
+}
+
+const POINTER_MEMO: usize = 256;
 
 impl PointerHasher {
     const SKB: usize = std::mem::offset_of!(crate::abi::tt_hdr, skb);
     const KIND: usize = std::mem::offset_of!(crate::abi::tt_hdr, kind);
     const BODY: usize = std::mem::size_of::<crate::abi::tt_hdr>();
 
-    /// The identifier of `address`: never 0 (no address stays none), never
-    /// in the kernel's upper half (no identifier looks like an address).
-    fn id(&self, address: u64) -> u64 {
-        use std::hash::BuildHasher;
-        match address {
-            0 => 0,
-            a => (self.0.hash_one(a) >> 16).max(1),
+    fn new() -> PointerHasher {
+        PointerHasher {
+            key: Default::default(),
+            memo: Box::new([(0, 0); POINTER_MEMO]),
         }
     }
 
-    fn hide_at(&self, record: &mut [u8], at: usize) {
+    /// The identifier of `address`: never 0 (no address stays none), never
+    /// in the kernel's upper half (no identifier looks like an address).
+    fn id(&mut self, address: u64) -> u64 {
+        use std::hash::BuildHasher;
+        if address == 0 {
+            return 0;
+        }
+        // Fibonacci hashing: slab objects' addresses differ in middle bits.
+        let slot = (address.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % POINTER_MEMO;
+        let (seen, id) = &mut self.memo[slot];
+        if *seen != address {
+            *seen = address;
+            *id = (self.key.hash_one(address) >> 16).max(1);
+        }
+        *id
+    }
+
+    fn hide_at(&mut self, record: &mut [u8], at: usize) {
         if let Some(field) = record.get_mut(at..at + 8) {
             let address = u64::from_ne_bytes(field.try_into().expect("8 bytes"));
             field.copy_from_slice(&self.id(address).to_ne_bytes());
@@ -151,7 +173,7 @@ impl PointerHasher {
     }
 
     #[inline]
-    fn hide(&self, record: &mut [u8]) {
+    fn hide(&mut self, record: &mut [u8]) {
         use crate::abi::tt_kind;
         self.hide_at(record, Self::SKB);
         let at = match record.get(Self::KIND).map(|&k| u32::from(k)) {
@@ -390,8 +412,7 @@ impl TraceWriter {
             block_count: 0,
             events: 0,
             encoded: Vec::new(),
-            pointers: (meta.kernel_pointers == KernelPointers::Hashed)
-                .then(|| PointerHasher(Default::default())),
+            pointers: (meta.kernel_pointers == KernelPointers::Hashed).then(PointerHasher::new),
         };
         let json = serde_json::to_vec(meta).expect("meta serializes");
         let mut head = MAGIC.to_vec();
@@ -422,7 +443,7 @@ impl TraceWriter {
         }
         let start = self.out.len();
         self.out.push(record);
-        if let Some(pointers) = &self.pointers {
+        if let Some(pointers) = &mut self.pointers {
             pointers.hide(self.out.staged_mut(start));
         }
         self.block_count += 1;
@@ -1263,6 +1284,28 @@ mod tests {
             );
             assert!(ids.iter().all(|&id| id < 1 << 48), "{ids:x?}");
         }
+    }
+
+    /// The memo of recent identifiers changes none: more addresses than it
+    /// has slots, twice in another order, each time the same identifier,
+    /// and no two addresses one.
+    #[test]
+    fn remembered_identifiers_are_the_hashed_ones() {
+        let mut hasher = PointerHasher::new();
+        let addresses: Vec<u64> = (0..4 * POINTER_MEMO as u64)
+            .map(|i| 0xffff_8881_0440_0000 + i * 0xe8)
+            .collect();
+        let first: Vec<u64> = addresses.iter().map(|&a| hasher.id(a)).collect();
+        let again: Vec<u64> = addresses.iter().rev().map(|&a| hasher.id(a)).collect();
+        assert!(first.iter().eq(again.iter().rev()));
+        use std::hash::BuildHasher;
+        let hashed = |a: u64| (hasher.key.hash_one(a) >> 16).max(1);
+        assert!(addresses
+            .iter()
+            .zip(&first)
+            .all(|(&a, &id)| id == hashed(a)));
+        let distinct: std::collections::BTreeSet<u64> = first.iter().copied().collect();
+        assert_eq!(distinct.len(), addresses.len());
     }
 
     #[test]
