@@ -402,7 +402,9 @@ fn reconcile(per_event: LimitFractions, kernel: Option<&KernelChrono>) -> LimitF
 #[derive(Clone, Copy, Debug, Default)]
 struct Mark {
     ts_ns: u64,
-    chrono: [u64; 3],
+    /// In 32 bits, as the kernel counts them (`chrono_stat`): 16 bytes less
+    /// per mark, 2.9 MB less for 20k sockets.
+    chrono: [u32; 3],
     snd_una: u32,
 }
 
@@ -470,7 +472,7 @@ impl LimitTracker {
         }
         self.marks[self.mark_next] = Mark {
             ts_ns,
-            chrono: sample.totals(),
+            chrono: sample.totals().map(|t| t as u32),
             snd_una: self.state.snd_una,
         };
         self.mark_next = (self.mark_next + 1) % (BUCKETS + 1);
@@ -505,7 +507,8 @@ impl LimitTracker {
         };
         let span_ns = now_ns.saturating_sub(from.ts_ns);
         let now = chrono.totals();
-        let delta: [u64; 3] = std::array::from_fn(|i| now[i].saturating_sub(from.chrono[i]));
+        let delta: [u64; 3] =
+            std::array::from_fn(|i| u64::from((now[i] as u32).saturating_sub(from.chrono[i])));
         let busy: u64 = delta.iter().sum();
         let acked = self.state.snd_una.wrapping_sub(from.snd_una);
         RecentCheck {
