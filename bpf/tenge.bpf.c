@@ -1418,17 +1418,65 @@ TRACEPOINT(napi_poll, napi, napi_poll, trace_event_raw_napi_poll,
 /* ---- tt_batch_flush: the collector's, run on each CPU ---------------------- */
 
 /*
- * Writes this CPU's batch to the ring; run by the collector on each CPU
- * (BPF_PROG_TEST_RUN) before it drains. Returns 1 when a program was
- * writing the batch: that program writes it when done.
+ * The first hop of the oldest journey each CPU held open at the collector's
+ * last flush there (0: none): records older than every open one and than the
+ * flush are all in the ring once it is drained, so the collector holds them
+ * for time order that long, not its fixed 50 ms.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} tt_open_since SEC(".maps");
+
+/* The older of two stamps, 0 being none; a stamp of 0 not yet written is as old as can be. */
+static __always_inline __u64 older(__u64 oldest, __u64 ts_ns)
+{
+	ts_ns = ts_ns ?: 1;
+	return oldest && oldest < ts_ns ? oldest : ts_ns;
+}
+
+/*
+ * The first hop of the oldest journey this CPU holds that will be recorded
+ * (0: none). Read in the IPI of a test run, which may interrupt a program
+ * between setting a journey's skb and stamping its first hop: the stamp
+ * then read is its predecessor's, older, so the hold only grows.
+ */
+static __always_inline __u64 oldest_open_journey(void)
+{
+	struct tx_journey *tx = journey_state(&tx_journeys);
+	struct rx_journey *rx = journey_state(&rx_journeys);
+	struct rx_entries *e = journey_state(&rx_entries);
+	__u64 oldest = 0;
+
+	if (tx && tx->skb && tx->wanted)
+		oldest = older(oldest, tx->rec.queue.hdr.ts_ns);
+	if (rx && rx->skb && rx->wanted)
+		oldest = older(oldest, rx->rec.entry.hdr.kind ? rx->rec.entry.hdr.ts_ns
+							      : rx->rec.netif.hdr.ts_ns);
+	if (!e || !e->held)
+		return oldest;
+	for (int i = 0; i < RX_SLOTS; i++)
+		if (e->slot[i].skb && e->slot[i].wanted)
+			oldest = older(oldest, e->slot[i].ev.hdr.ts_ns);
+	return oldest;
+}
+
+/*
+ * Writes this CPU's batch to the ring, and notes its oldest open journey;
+ * run by the collector on each CPU (BPF_PROG_TEST_RUN) before it drains.
+ * Returns 1 when a program was writing the batch: that program writes it
+ * when done.
  */
 SEC("raw_tp")
 int tt_batch_flush(void *ctx)
 {
 	__u32 zero = 0;
 	struct batch *b = bpf_map_lookup_elem(&tt_batches, &zero);
+	__u64 *open_since = bpf_map_lookup_elem(&tt_open_since, &zero);
 
-	if (!b)
+	if (!b || !open_since)
 		return 0;
 	if (b->busy) {
 		b->flush_asked = 1;
@@ -1438,6 +1486,7 @@ int tt_batch_flush(void *ctx)
 	asm volatile("" ::: "memory");
 	batch_flush(b);
 	batch_release(b);
+	*open_since = oldest_open_journey();
 	return 0;
 }
 

@@ -223,7 +223,7 @@ fn watch_alerts_within_a_second_and_once_per_stall() {
     // ACK of the next zero-window probe (an RTO, 200 ms or more, after the
     // window closed; 216 and 220 ms "so far" before time told): the
     // collector says how far its records are after each drain (every 50 ms
-    // at most while the ring is quiet, 50 ms behind: HOLD_NS).
+    // at most while the ring is quiet, and up to 50 ms behind: HOLD_NS).
     let running: Vec<u64> = alerts
         .iter()
         .filter(|a| a["kind"] == "sws_stall")

@@ -308,8 +308,9 @@ pub fn report_lost(stats: &CollectStats) -> u64 {
     }
     if stats.late > 0 {
         eprintln!(
-            "tenge-trace: WARNING: {} events came from the kernel more than {} ms after later ones \
-             and are out of time order; --per-hook sends each at once.",
+            "tenge-trace: WARNING: {} events came from the kernel after later ones had been \
+             handed on (held for time order until every journey begun before had ended, {} ms \
+             at most) and are out of time order; --per-hook sends each at once.",
             stats.late,
             tenge_trace::collector::HOLD_NS / 1_000_000
         );

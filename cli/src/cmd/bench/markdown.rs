@@ -781,15 +781,17 @@ const COLLECTOR_CPU_GOAL_PCT: f64 = 6.7;
 
 const WHY_COLLECTOR_CPU: &str = "With journeys the collector does work per event that \
 per-hook records did not need: a journey's hops happened before records other CPUs sent \
-meanwhile, so every record is split out, copied and held 50 ms (`HOLD_NS`) to be handed on in \
-time order, and megabytes held that long have left the caches when they are handed on. That \
-work is now a two-pass radix sort per millisecond of records, reads prefetched ahead, and \
-kernel addresses hashed once per skb: a third less than before (16.4 % of a core at 2.08 M \
-events/s, 11.3 % after, in interleaved pairs), still above the goal, which was met at \
-1.53 M events/s. What would close it: holding less, where the kernel can say that no journey \
-it began before a time is still open (a qdisc holds TX journeys for as long as it queues \
-them, so no fixed shorter hold is safe); or writing records in the order they come and \
-ordering them where the file is read, as a replay already holds 50 ms.";
+meanwhile, so every record is split out, copied and held to be handed on in time order. It \
+was held 50 ms (`HOLD_NS`), and megabytes held that long had left the caches when handed on. \
+Now it is held until the flush before a drain says that no journey begun before it is still \
+open (about 3 ms), sorted by a two-pass radix sort per millisecond of records, its bytes \
+prefetched as it is handed on, and kernel addresses hashed once per skb: in interleaved pairs \
+at about 2.1 M events/s, 16.4 % of a core before, 10-11 % after; per event about what one \
+record per hook cost at ed1b475 (44 ns), at a higher rate. What remains is per drain: every \
+record of a drain is taken from the ring (written by the other CPU, so not in this one's cache) \
+before any is handed on. What would close it: handing records on while draining, which needs \
+the ring's position at the flush; or writing them in the order they come and ordering them \
+where the file is read, as a replay already holds 50 ms.";
 
 const WHY_REPLAY: &str = "Profiled with callgrind and its cache simulation \
 (instruction counts do not move with this shared VM's load, the rate does: side-by-side runs \

@@ -4,10 +4,13 @@
 //! records of one packet's hops, sent when the journey ends: its first hops
 //! come after records other CPUs sent meanwhile, and hops the ring saw later
 //! may have happened earlier. [`InOrder`] splits journeys into their records
-//! and hands every record on in timestamp order, holding each for
-//! [`HOLD_NS`] of kernel time: far longer than a journey lasts, since the
+//! and hands every record on in timestamp order, holding each until the
+//! flush before a drain (`Tracer::flush_batches`) says that every journey
+//! begun before it has ended, at most [`HOLD_NS`] of kernel time: the
 //! kernel ends every journey at the latest when its CPU's NAPI poll does,
-//! but a virtual CPU can be preempted in the middle of one.
+//! but a qdisc can hold a packet, and a virtual CPU be preempted in the
+//! middle of one. Holding every record 50 ms kept megabytes out of the
+//! caches and cost the collector half its time per record.
 
 use crate::abi::{
     tt_ev_data_ready, tt_ev_napi_poll, tt_ev_pkt, tt_ev_tcp_rcv, tt_ev_window_adv, tt_hdr,
@@ -216,6 +219,25 @@ fn sort_by_time(order: &mut Vec<u64>, scratch: &mut Vec<u64>) {
 /// that holding them long costs a push and, per slice, one sort.
 const SLICE_NS: u64 = 1 << 20;
 
+/// A flush of every CPU's batch before a drain ([`Tracer::flush_batches`]).
+///
+/// [`Tracer::flush_batches`]: crate::probe::Tracer::flush_batches
+#[derive(Clone, Copy, Debug)]
+pub struct Flushed {
+    /// When it began (CLOCK_MONOTONIC, the records' clock).
+    pub at_ns: u64,
+    /// The first hop of the oldest journey a CPU then held open (`u64::MAX`:
+    /// none); None: not known.
+    pub open_since: Option<u64>,
+}
+
+/// What a record may still come before the oldest journey open at a flush
+/// and the flush itself: a journey the flush's IPI found just ending (its
+/// skb cleared, its record not yet in the batch), or just beginning, its
+/// stamp read before the flush's. Microseconds; a journey held that long
+/// is one a vCPU was taken from.
+const OPEN_MARGIN_NS: u64 = 2_000_000;
+
 /// Records waiting for their turn, by slice of their timestamps.
 #[derive(Default)]
 pub struct InOrder {
@@ -262,15 +284,24 @@ impl InOrder {
         &mut self.slices[after - 1]
     }
 
-    /// Where records may be handed on up to, after a drain of the ring that
-    /// started at `drain_started_ns` and emptied it (`caught_up`): a
+    /// Where records may be handed on up to after a drain of the ring: a
     /// journey not yet taken began at most [`HOLD_NS`] before the newest
-    /// record taken or, once the ring was emptied, before the drain began.
-    /// A collector that lags behind the kernel holds records by the
-    /// kernel's clock, not its own.
-    pub fn due_before(&self, drain_started_ns: u64, caught_up: bool) -> u64 {
-        let seen = if caught_up { drain_started_ns } else { 0 };
-        self.newest_ns.max(seen).saturating_sub(HOLD_NS)
+    /// record taken or, once the drain emptied the ring (`caught_up`),
+    /// before the drain began; and no earlier than the drain or the oldest
+    /// journey the flush before it found open, less [`OPEN_MARGIN_NS`],
+    /// where the flush could say. (A journey left open on a CPU gone idle
+    /// holds nothing longer than [`HOLD_NS`].) A collector that lags behind
+    /// the kernel holds records by the kernel's clock, not its own. At the
+    /// start of a slice: [`InOrder::release`] up to it hands on every
+    /// record stamped before it.
+    pub fn due_before(&self, caught_up: Option<Flushed>) -> u64 {
+        let seen = caught_up.map_or(0, |flushed| flushed.at_ns);
+        let by_hold = self.newest_ns.max(seen).saturating_sub(HOLD_NS);
+        let by_open = caught_up.map_or(0, |flushed| match flushed.open_since {
+            Some(open) => flushed.at_ns.min(open).saturating_sub(OPEN_MARGIN_NS),
+            None => 0,
+        });
+        by_hold.max(by_open) / SLICE_NS * SLICE_NS
     }
 
     /// Hands `sink` the records of the slices that end by `until_ns` (all
@@ -412,9 +443,30 @@ mod tests {
         assert_eq!(in_order.late, 0);
         // Held by the kernel's clock: a lagging collector (its drain began
         // before the newest record) holds what the newest record allows.
-        assert_eq!(in_order.due_before(0, true), 0);
-        assert_eq!(in_order.due_before(HOLD_NS + 1_000, true), 1_000);
-        assert_eq!(in_order.due_before(HOLD_NS + 1_000, false), 0);
+        let flushed = |at_ns, open_since| Some(Flushed { at_ns, open_since });
+        let slice_start = |ns: u64| ns / SLICE_NS * SLICE_NS;
+        assert_eq!(in_order.due_before(flushed(0, None)), 0);
+        assert_eq!(
+            in_order.due_before(flushed(HOLD_NS + 3 * SLICE_NS + 5, None)),
+            3 * SLICE_NS
+        );
+        assert_eq!(in_order.due_before(None), 0);
+        // A flush that says which journeys were open: records older than
+        // the oldest of them are all in, up to the margin.
+        let at = HOLD_NS + 10 * OPEN_MARGIN_NS;
+        assert_eq!(
+            in_order.due_before(flushed(at, Some(u64::MAX))),
+            slice_start(at - OPEN_MARGIN_NS)
+        );
+        assert_eq!(
+            in_order.due_before(flushed(at, Some(at - 3 * OPEN_MARGIN_NS))),
+            slice_start(at - 4 * OPEN_MARGIN_NS)
+        );
+        // A journey open longer than the hold holds nothing longer.
+        assert_eq!(
+            in_order.due_before(flushed(at, Some(1))),
+            slice_start(at - HOLD_NS)
+        );
         // A record older than one handed on is late, and still handed on.
         in_order.push(&napi);
         assert_eq!(in_order.release(u64::MAX, |_| Ok(())).unwrap(), 1);

@@ -16,7 +16,7 @@ use crate::event::{is_incoming_packet, record_len, Body, Event};
 use crate::probe::symbols::ProcessMaps;
 use crate::probe::{PauseEdge, Tracer};
 use crate::trace_file::{TraceError, TraceSummary, TraceWriter, FLUSH_EVERY};
-use journeys::InOrder;
+use journeys::{Flushed, InOrder};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::BuildHasherDefault;
 use std::mem::offset_of;
@@ -27,9 +27,9 @@ use tenge_events::fast_hash::FastHasher;
 /// How often a sampled process's mappings are read again (see `Recording::read_maps`).
 const MAPS_REREAD_NS: u64 = 250_000_000;
 
-/// How long one poll(2) waits before draining anyway: as long as records
-/// are held for time order ([`HOLD_NS`]), so alerts come at most twice that
-/// late. Each wakeup preempts the traced transfer when it keeps every CPU
+/// How long one poll(2) waits before draining anyway: alerts come this
+/// late, and as late again where a journey was open ([`HOLD_NS`] at most).
+/// Each wakeup preempts the traced transfer when it keeps every CPU
 /// busy: waking every 10 ms cost a transfer of 100-byte writes 6 % with no
 /// probe attached (`make bench`, mode `detached`); a busy ring wakes the
 /// reader itself (see the module's doc).
@@ -215,6 +215,8 @@ fn drain(
 ) -> anyhow::Result<bool> {
     let mut failed = None;
     let started = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
+    // No CPU holds a record or journey longer than HOLD_NS.
+    let mut done_before = started.saturating_sub(HOLD_NS);
     let (records, bytes) = match in_order {
         None => {
             let taken = tracer.drain(BATCH, |record| {
@@ -227,15 +229,22 @@ fn drain(
             taken
         }
         Some(in_order) => {
-            tracer.flush_batches()?;
+            let open_since = tracer.flush_batches()?;
             let taken = tracer.drain(BATCH, |record| in_order.push(record));
-            let until = in_order.due_before(started, taken.0 < BATCH);
+            let caught_up = (taken.0 < BATCH).then_some(Flushed {
+                at_ns: started,
+                open_since,
+            });
+            let until = in_order.due_before(caught_up);
             match in_order.release(until, |record| sink.record(record)) {
                 Ok(n) => stats.events += n,
                 Err(err) => failed = Some(err),
             }
             stats.late = in_order.late;
             stats.written = in_order.written;
+            if caught_up.is_some() {
+                done_before = until;
+            }
             taken
         }
     };
@@ -244,10 +253,10 @@ fn drain(
     if let Some(err) = failed {
         return Err(err);
     }
-    // Emptied: every record stamped HOLD_NS before the drain began has
-    // been taken (no CPU holds a journey or batch longer) and handed on.
+    // Emptied: every record stamped before `done_before` has been taken
+    // and handed on.
     if records < BATCH {
-        sink.caught_up(started.saturating_sub(HOLD_NS))?;
+        sink.caught_up(done_before)?;
     }
     Ok(records == BATCH)
 }

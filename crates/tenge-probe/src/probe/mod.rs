@@ -270,40 +270,35 @@ impl Tracer {
 
     /// Journeys: writes every CPU's batch to the ring, where the records
     /// each CPU gathered wait until then, so that a drain that follows takes
-    /// every record stamped before this call.
-    pub fn flush_batches(&mut self) -> anyhow::Result<()> {
+    /// every record stamped before this call but those of journeys still
+    /// open. Returns the first hop of the oldest of those (`u64::MAX`:
+    /// none), or None where that is not known (no journeys, or a CPU's batch
+    /// still being written after every try).
+    pub fn flush_batches(&mut self) -> anyhow::Result<Option<u64>> {
         if !self.journeys {
-            return Ok(());
+            return Ok(None);
         }
         let program = batch_flush(&mut self.ebpf)?;
+        let mut flushed = true;
         for &cpu in &self.cpus {
-            // A program writing the CPU's batch (busy: 1) is done within
-            // microseconds; it writes the batch itself if asked by then.
-            for _ in 0..FLUSH_TRIES {
-                let run = RawTracePointRunOptions {
-                    cpu: Some(cpu),
-                    ..RawTracePointRunOptions::new()
-                };
-                let busy = match program.test_run(run) {
-                    Ok(result) => result.return_value,
-                    // Taken offline since the start: nothing runs there, and
-                    // its batch is written when it runs again.
-                    Err(ProgramError::SyscallError(e))
-                        if e.io_error.raw_os_error() == Some(libc::ENXIO) =>
-                    {
-                        0
-                    }
-                    Err(e) => {
-                        return Err(e).with_context(|| format!("flushing the batch of CPU {cpu}"))
-                    }
-                };
-                if busy == 0 {
-                    break;
-                }
-                std::thread::yield_now();
-            }
+            flushed &= flush_cpu(program, cpu)?;
         }
-        Ok(())
+        if !flushed {
+            return Ok(None);
+        }
+        let map = self
+            .ebpf
+            .map("tt_open_since")
+            .context("no tt_open_since map")?;
+        let open_since = PerCpuArray::<_, u64>::try_from(map)?.get(&0, 0)?;
+        Ok(Some(
+            open_since
+                .iter()
+                .copied()
+                .filter(|&ts| ts != 0)
+                .min()
+                .unwrap_or(u64::MAX),
+        ))
     }
 
     /// Sampling by time: the end of the pause running now, if one is (the recording ends).
@@ -463,6 +458,31 @@ fn zero_per_cpu(ebpf: &Ebpf, name: &str) -> anyhow::Result<()> {
 
 /// How often [`Tracer::flush_batches`] asks a CPU whose batch is being written.
 const FLUSH_TRIES: usize = 100;
+
+/// Runs tt_batch_flush on `cpu`; returns whether the batch was written (a
+/// program writing it, busy, is done within microseconds, and writes it
+/// itself if asked by then).
+fn flush_cpu(program: &mut RawTracePoint, cpu: u32) -> anyhow::Result<bool> {
+    for _ in 0..FLUSH_TRIES {
+        let run = RawTracePointRunOptions {
+            cpu: Some(cpu),
+            ..RawTracePointRunOptions::new()
+        };
+        match program.test_run(run) {
+            Ok(result) if result.return_value == 0 => return Ok(true),
+            Ok(_) => std::thread::yield_now(),
+            // Taken offline since the start: nothing runs there, and its
+            // batch is written when it runs again.
+            Err(ProgramError::SyscallError(e))
+                if e.io_error.raw_os_error() == Some(libc::ENXIO) =>
+            {
+                return Ok(true)
+            }
+            Err(e) => return Err(e).with_context(|| format!("flushing the batch of CPU {cpu}")),
+        }
+    }
+    Ok(false)
+}
 
 /// tenge.bpf.c's tt_batch_flush, which the collector runs on each CPU.
 fn batch_flush(ebpf: &mut Ebpf) -> anyhow::Result<&mut RawTracePoint> {
