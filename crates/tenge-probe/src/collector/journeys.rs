@@ -9,8 +9,8 @@
 //! begun before it has ended, at most [`HOLD_NS`] of kernel time: the
 //! kernel ends every journey at the latest when its CPU's NAPI poll does,
 //! but a qdisc can hold a packet, and a virtual CPU be preempted in the
-//! middle of one. Holding every record 50 ms kept megabytes out of the
-//! caches and cost the collector half its time per record.
+//! middle of one. (Holding every record 50 ms, megabytes of them, had
+//! them leave the caches before they were handed on.)
 
 use crate::abi::{
     tt_ev_data_ready, tt_ev_napi_poll, tt_ev_pkt, tt_ev_tcp_rcv, tt_ev_window_adv, tt_hdr,
@@ -171,8 +171,8 @@ impl Slice {
 }
 
 /// Records handed on ahead of the one whose bytes are asked for in cache:
-/// held 50 ms, megabytes of them have left it, and waiting for each took
-/// a fifth of the collector's time.
+/// a drain takes megabytes from the ring before any is handed on, and
+/// waiting for each record's bytes took a fifth of the collector's time.
 const PREFETCH_AHEAD: usize = 8;
 
 #[inline]
