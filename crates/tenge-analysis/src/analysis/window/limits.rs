@@ -422,6 +422,9 @@ pub struct RecentCheck {
     /// The share one jiffy of that busy time makes: the chrono counts whole
     /// jiffies, so a share is known to within it.
     pub kernel_jiffy: f64,
+    /// The trace carries the kernel's chrono, but it clocked under
+    /// [`MIN_KERNEL_JIFFIES`] busy in the span: `kernel` is None for that.
+    pub kernel_too_short: bool,
     /// Bytes acknowledged per second.
     pub acked_bps: Option<f64>,
     /// The span those figures cover.
@@ -515,6 +518,7 @@ impl LimitTracker {
             kernel: (busy >= MIN_KERNEL_JIFFIES)
                 .then(|| [delta[1] as f64 / busy as f64, delta[2] as f64 / busy as f64]),
             kernel_jiffy: 1.0 / busy.max(1) as f64,
+            kernel_too_short: busy < MIN_KERNEL_JIFFIES,
             acked_bps: (span_ns > 0 && acked < 1 << 31)
                 .then(|| f64::from(acked) * 8e9 / span_ns as f64),
             span_ns,

@@ -740,9 +740,14 @@ impl Flow {
         // (a writer whose data left before it slept, which the kernel never
         // clocks); an alert does not: a writer held by its buffer while the
         // receiver's slow ACKs set the pace (a slow reader) looks the same,
-        // and a larger buffer would not help it.
+        // and a larger buffer would not help it. So where the chrono runs
+        // but clocked too little busy time to decide, no sndbuf episode
+        // starts on the events alone (8 busy jiffies in 200 ms: the events
+        // said 23%, the kernel 0; the rwnd test is the kernel's own, and
+        // stands in for it).
         let shares = match check.kernel {
             Some([rwnd, sndbuf]) => [rwnd, ours[1], sndbuf],
+            None if check.kernel_too_short => [ours[0], ours[1], 0.0],
             None => ours,
         };
         let kernel_clocked = |kind: AlertKind| {

@@ -612,6 +612,33 @@ fn a_few_jiffies_make_no_kernel_share() {
     assert_eq!(kinds(&alerts), [], "{alerts:#?}");
 }
 
+/// A writer the events see blocked on a 16 KiB send buffer throughout (at
+/// srtt 100 µs it allows 1.3 Gb/s, 800 Mb/s are acknowledged: it binds),
+/// an ACK every 8 ms for 1 s, whose kernel chrono clocked 1 busy jiffy in 3
+/// ACKs, none sndbuf-limited: 8 in 200 ms, too few to decide (the sweep's
+/// other case 09: the events said 23%, the kernel 0). The events' sndbuf is
+/// not the kernel's, so they start no episode alone; with the kernel's
+/// share clocked, `a_limit_the_events_see_throughout_is_one_episode` fires.
+#[test]
+fn a_few_busy_jiffies_leave_sndbuf_to_the_kernel() {
+    let events: Vec<Event> = (0..125u32)
+        .map(|step| {
+            let ev = tt_tcp_rcv {
+                sk_sndbuf: 16 << 10,
+                sk_wmem_queued: 16 << 10,
+                chrono_stat: [step / 3, 0, 0],
+                jiffies: 2 * step,
+                ..progressed(limited("sndbuf"), 8 * step)
+            };
+            SENDER.rcv(u64::from(8 * step) * MS, ev)
+        })
+        .collect();
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    assert_eq!(kinds(&alerts), [], "{alerts:#?}");
+    // The report's share still takes the events' (see `sndbuf_share`).
+    assert_eq!(report.flows[0].limits.sndbuf, 1.0);
+}
+
 /// 400 lossy windows (free 33000 → 26844, 18.65 %), one per ms, each
 /// taking in 26844 B (215 Mb/s), at a receiver whose own srtt is `srtt_us`.
 fn lossy_receiver_at_srtt(srtt_us: u32) -> Vec<Alert> {
