@@ -486,6 +486,33 @@ impl KernelWindow {
     }
 }
 
+/// The sender's state at each poll in `from_ns..=to_ns`, as the events
+/// classify theirs (`SenderState::limit`), from `TCP_INFO` and `SO_MEMINFO`:
+/// of the polls busy, the shares cwnd-limited (`unacked + retrans − sacked −
+/// lost ≥ cwnd`) and sndbuf-limited (nothing unsent, `sk_wmem_queued ≥
+/// sk_sndbuf`, the congestion window open): the polls sample the time.
+fn polled_shares(polls: &[TcpInfoPoll], from_ns: u64, to_ns: u64) -> (usize, f64, f64) {
+    let (mut busy, mut cwnd, mut sndbuf) = (0usize, 0usize, 0usize);
+    for p in polls
+        .iter()
+        .filter(|p| (from_ns..=to_ns).contains(&p.mono_ns))
+    {
+        let i = &p.info;
+        if i.unacked == 0 && i.notsent_bytes == 0 {
+            continue;
+        }
+        busy += 1;
+        let in_flight = (i.unacked + i.retrans).saturating_sub(i.sacked + i.lost);
+        if i.snd_cwnd > 0 && in_flight >= i.snd_cwnd {
+            cwnd += 1;
+        } else if i.notsent_bytes == 0 && p.wmem_queued >= i.sk_sndbuf {
+            sndbuf += 1;
+        }
+    }
+    let share = |n: usize| n as f64 / busy.max(1) as f64;
+    (busy, share(cwnd), share(sndbuf))
+}
+
 /// No false alerts: the kernel confirms each over the alert's 200 ms.
 fn false_alerts(fired: &[&Alert], polls: &[TcpInfoPoll], wrong: &mut Vec<String>) {
     for a in fired {
@@ -495,8 +522,9 @@ fn false_alerts(fired: &[&Alert], polls: &[TcpInfoPoll], wrong: &mut Vec<String>
         };
         if let Some(share) = kernel.share(a.kind) {
             if kernel.busy_us > 0 && share < CONFIRMS {
+                let polled = polled_shares(polls, from, a.ts_ns);
                 wrong.push(format!(
-                    "false {}: kernel {share:.2} of {} µs busy: {}",
+                    "false {}: kernel {share:.2} of {} µs busy, polls (busy, cwnd, sndbuf) {polled:?}: {}",
                     a.kind.name(),
                     kernel.busy_us,
                     a.message
@@ -596,6 +624,19 @@ fn shares(
     }
 }
 
+/// How far off the kernel's busy time can be, as a share of it. Its chrono
+/// adds whole jiffies at each start and stop (`jiffies − chrono_start`), so
+/// it counts the ticks that fall in busy periods: one jiffy off for a
+/// transfer busy throughout, but where the sender goes busy and idle many
+/// times a jiffy (a 48 KiB send buffer drained between writes) a sample of
+/// the transfer's ticks, two standard errors of which (binomial) are 38% of
+/// 13 busy jiffies in 25 (the other cases' 22: 18-22% apart).
+fn busy_jiffies_error(busy_jiffies: u64, elapsed_jiffies: f64) -> f64 {
+    let busy = busy_jiffies.max(1) as f64;
+    let p = (busy / elapsed_jiffies.max(busy)).min(1.0);
+    (1.0 + 2.0 * (elapsed_jiffies * p * (1.0 - p)).sqrt()) / busy
+}
+
 /// The sender's throughput-ceiling advice: the rate it sets beside the
 /// ceiling is the kernel's bytes acknowledged over its busy time. Its words
 /// for the table.
@@ -627,22 +668,25 @@ fn ceiling(sender: &FlowWindowReport, t: &TransferReport, wrong: &mut Vec<String
     }
     let kernel = info.bytes_acked as f64 * 8e6 / info.busy_time_us.max(1) as f64;
     let idle = 1.0 - info.busy_time_us as f64 / t.elapsed.as_micros().max(1) as f64;
+    let busy_jiffies = sender.limits.kernel.map_or(0, |k| k.busy_jiffies);
+    let elapsed_jiffies = busy_jiffies as f64 / (1.0 - idle).max(1e-3);
+    let tolerance = ACKED_RATE_TOLERANCE + busy_jiffies_error(busy_jiffies, elapsed_jiffies);
     let agrees = if idle >= APP_LIMITED_IDLE {
         let below = t.throughput_bps * (1.0 - ACKED_RATE_TOLERANCE);
-        (below..=kernel * (1.0 + ACKED_RATE_TOLERANCE)).contains(&ours)
+        (below..=kernel * (1.0 + tolerance)).contains(&ours)
     } else {
-        (ours / kernel - 1.0).abs() <= ACKED_RATE_TOLERANCE
+        (ours / kernel - 1.0).abs() <= tolerance
     };
     if !agrees {
         wrong.push(format!(
-            "ceiling advice: {:.3} Gb/s acknowledged, kernel {:.3} Gb/s ({:.0}% idle)",
+            "ceiling advice: {:.3} Gb/s acknowledged, kernel {:.3} Gb/s over {busy_jiffies} jiffies ({:.0}% idle)",
             ours / 1e9,
             kernel / 1e9,
             idle * 100.0
         ));
     }
     format!(
-        "  ceiling {:.2} acked {:.2} kernel {:.2}",
+        "  ceiling {:.2} acked {:.2} kernel {:.2} over {busy_jiffies} jiffies",
         ceiling / 1e9,
         ours / 1e9,
         kernel / 1e9
@@ -939,8 +983,9 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
     }
     let info = &t.sender;
     let kernel = |x: u64| x as f64 / info.busy_time_us.max(1) as f64;
+    let polled = polled_shares(&t.sender_polls, 0, u64::MAX);
     let line = format!(
-        "{:>6.2} Gb/s  kernel rwnd {:.2} sndbuf {:.2}  ours {:.2} {:.2} held_rwnd {held_rwnd:.2}{ceiling_words}{reader_words}  alerts:{}",
+        "{:>6.2} Gb/s  kernel rwnd {:.2} sndbuf {:.2}  ours {:.2} {:.2}  polls (busy, cwnd, sndbuf) {polled:.2?}  held_rwnd {held_rwnd:.2}{ceiling_words}{reader_words}  alerts:{}",
         t.throughput_bps / 1e9,
         kernel(info.rwnd_limited_us),
         kernel(info.sndbuf_limited_us),
@@ -1007,6 +1052,7 @@ fn send_buffer_the_kernel_does_not_clock() {
         let cfg = LabConfig {
             sndbuf,
             bytes: 256 << 20,
+            poll_ends_us: Some(200),
             ..LabConfig::default()
         };
         traced(&cfg, 1)
@@ -1023,11 +1069,12 @@ fn send_buffer_the_kernel_does_not_clock() {
         .find(|f| f.src == sender)
         .unwrap()
         .limits;
+    let polled = polled_shares(&small.transfers[0].sender_polls, 0, u64::MAX);
     eprintln!(
-        "{:.2} Gb/s; kernel sndbuf {kernel:.2}, report {:.2} ({})",
+        "{:.2} Gb/s; kernel sndbuf {kernel:.2}, polls (busy, cwnd, sndbuf) {polled:.2?}, report {:.2} ({})",
         rate(&small) / 1e9,
         l.sndbuf,
-        l.sndbuf_source
+        l.sndbuf_source,
     );
     assert!(
         kernel < 0.15,
@@ -1035,6 +1082,15 @@ fn send_buffer_the_kernel_does_not_clock() {
     );
     assert!(l.sndbuf >= 0.15 && l.sndbuf > kernel + 0.1, "{l:?}");
     assert_eq!(l.sndbuf_source, "per_event");
+    // A witness nobody here wrote: the kernel's own socket state, polled,
+    // shows the buffer full with nothing unsent and the congestion window
+    // open where its chrono clocks nothing (12 to 23 polls, asked for every
+    // 200 µs, land in the transfer's quarter second: 2 cores, writer,
+    // reader and softirq busy).
+    let (busy_polls, _, polled_sndbuf) = polled;
+    if busy_polls >= 5 {
+        assert!(polled_sndbuf > kernel, "polls {polled:?}, kernel {kernel}");
+    }
 }
 
 /// The largest window the receiver of `run`'s first transfer offered.

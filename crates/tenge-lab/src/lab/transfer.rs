@@ -56,6 +56,10 @@ pub struct TcpInfoSnapshot {
     pub snd_mss: u32,
     pub rcv_mss: u32,
     pub unacked: u32,
+    #[serde(default)]
+    pub sacked: u32,
+    #[serde(default)]
+    pub lost: u32,
     pub retrans: u32,
     pub pmtu: u32,
     pub rcv_ssthresh: u32,
@@ -103,6 +107,10 @@ pub struct TcpInfoPoll {
     /// sweep: 22.8 KB by SIOCINQ where this and the events said 12.2).
     #[serde(default)]
     pub rx_queue: u32,
+    /// `sk_wmem_queued` (`SO_MEMINFO`): the send buffer's use, which
+    /// `sk_sndbuf` bounds.
+    #[serde(default)]
+    pub wmem_queued: u32,
 }
 
 /// The outcome of [`Lab::run_transfer`].
@@ -441,12 +449,21 @@ fn poll_tcp_info(
                 mono_ns,
                 info,
                 rx_queue: inode.and_then(rx_queue).unwrap_or(0),
+                wmem_queued: wmem_queued(stream.as_raw_fd()).unwrap_or(0),
             }),
             Err(_) => break,
         }
         std::thread::sleep(every);
     }
     polls
+}
+
+/// `SK_MEMINFO_WMEM_QUEUED` of `SO_MEMINFO`, read without the socket lock.
+fn wmem_queued(fd: RawFd) -> Option<u32> {
+    // SK_MEMINFO_VARS, the array's length since 4.x (libc does not name it).
+    let mut meminfo = [0u32; 9];
+    get_opt(fd, libc::SOL_SOCKET, libc::SO_MEMINFO, &mut meminfo).ok()?;
+    Some(meminfo[libc::SK_MEMINFO_WMEM_QUEUED as usize])
 }
 
 fn socket_inode(fd: RawFd) -> Option<u64> {
@@ -756,6 +773,8 @@ pub fn tcp_info(stream: &TcpStream) -> Result<TcpInfoSnapshot> {
         snd_mss: raw.snd_mss,
         rcv_mss: raw.rcv_mss,
         unacked: raw.unacked,
+        sacked: raw.sacked,
+        lost: raw.lost,
         retrans: raw.retrans,
         pmtu: raw.pmtu,
         rcv_ssthresh: raw.rcv_ssthresh,
