@@ -1,7 +1,9 @@
 //! The analyzer over hand-built event streams.
 
 use super::*;
-use crate::event::{abi_addr, tcp_flags, tt_app_read, tt_hdr, tt_tcp_rcv, tt_window_adv};
+use crate::event::{
+    abi_addr, tcp_flags, tt_app_read, tt_hdr, tt_sendmsg, tt_tcp_rcv, tt_window_adv,
+};
 
 const MS: u64 = 1_000_000;
 
@@ -52,6 +54,10 @@ impl Sock {
 
     fn rcv(&self, ts_ns: u64, r: tt_tcp_rcv) -> Event {
         Event::new(self.hdr(ts_ns), Body::TcpRcv(r))
+    }
+
+    fn write(&self, ts_ns: u64, w: tt_sendmsg) -> Event {
+        Event::new(self.hdr(ts_ns), Body::Sendmsg(w))
     }
 }
 
@@ -609,6 +615,76 @@ fn a_few_jiffies_make_no_kernel_share() {
         events.push(s.rcv(u64::from(8 * step) * MS, ev));
     }
     let (alerts, _) = run(WindowConfig::default(), &events);
+    assert_eq!(kinds(&alerts), [], "{alerts:#?}");
+}
+
+/// An ACK of all 10 segments in flight (cwnd 10 before it), then writes
+/// into the open window, whose segments leave 35 ms later, and their ACK
+/// 40 ms after that (a sws-stall transfer at MTU 4000, IPv6): the writes
+/// find none out of cwnd 20, so the congestion window held nothing back
+/// (the ACK's pre-ACK flight read as 35 ms cwnd-limited, and alerted).
+#[test]
+fn a_write_after_an_ack_brings_its_own_flight() {
+    let s = &SENDER;
+    let mss = 3928;
+    let ack_all = tt_tcp_rcv {
+        tcp_flags: tcp_flags::ACK,
+        ack: 10 * mss,
+        win_raw: 65535,
+        snd_nxt: 10 * mss,
+        write_seq: 10 * mss,
+        snd_wnd: 65535,
+        snd_cwnd: 10,
+        mss_cache: mss,
+        packets_out: 10,
+        srtt_us: 100,
+        sk_sndbuf: 1 << 20,
+        ..Default::default()
+    };
+    let write = |write_seq| tt_sendmsg {
+        write_seq,
+        snd_una: 10 * mss,
+        snd_nxt: 10 * mss,
+        sk_wmem_queued: write_seq - 10 * mss,
+        sk_sndbuf: 1 << 20,
+        snd_cwnd: 20,
+        snd_wnd: 65535,
+        mss_cache: mss,
+        packets_out: 0,
+        ..Default::default()
+    };
+    let sent = tt_window_adv {
+        tcp_flags: tcp_flags::ACK,
+        snd_una: 10 * mss,
+        snd_nxt: 10 * mss + 65535,
+        write_seq: 100 * mss,
+        snd_wnd: 65535,
+        snd_cwnd: 20,
+        mss_cache: mss,
+        packets_out: 17,
+        ..Default::default()
+    };
+    let held = tt_tcp_rcv {
+        ack: 10 * mss + 65535,
+        snd_una: 10 * mss,
+        snd_nxt: 10 * mss + 65535,
+        write_seq: 100 * mss,
+        snd_cwnd: 20,
+        packets_out: 17,
+        ..ack_all
+    };
+    let events = [
+        s.rcv(0, ack_all),
+        s.write(MS / 100, write(50 * mss)),
+        s.write(MS / 50, write(100 * mss)),
+        s.adv(35 * MS, sent),
+        s.rcv(75 * MS, held),
+    ];
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    let l = &report.flows[0].limits.per_event;
+    assert!(l.cwnd < 0.01, "{l:?}");
+    // The 35 ms: data unsent, both windows open (pacing, TSO deferral).
+    assert!((l.unlimited - 35.0 / 75.0).abs() < 0.01, "{l:?}");
     assert_eq!(kinds(&alerts), [], "{alerts:#?}");
 }
 
