@@ -4,7 +4,9 @@
 //! both). Measured for the tp_btf programs (direct BTF loads) and the raw_tp
 //! ones (probe reads), for the tp_btf ones sampling 1/64 (what a hook hit
 //! costs when the probe decides to drop it), for `stages`' in-kernel
-//! aggregation, and for the bpftrace script as a whole.
+//! aggregation, and for the bpftrace script as a whole. The tp_btf programs
+//! per journey and per hook, compared per data segment, run in interleaved
+//! pairs, each reported by its median run.
 
 use super::instrument::{Instrument, Mode, Target, TracedSession};
 use super::throughput::timed_transfer;
@@ -45,6 +47,13 @@ pub struct BackendCost {
     /// Data segments the transfer sent. Absent in older results.
     #[serde(default)]
     pub data_segments: u64,
+    /// Every mode compared per data segment runs in interleaved pairs (per
+    /// hook, the ring's lock shared by both CPUs, cost 2911 ns in one run
+    /// and 6659 in the next): this is the run of the median, these the
+    /// figures of all its runs. Empty for the modes run once and in older
+    /// results.
+    #[serde(default)]
+    pub per_segment_runs: Vec<f64>,
     /// 1 in this many blocks kept; 1: every event. Absent in older results.
     #[serde(default = "every_event")]
     pub sample_every: u32,
@@ -109,7 +118,11 @@ fn every_event() -> u32 {
     1
 }
 
-pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<KernelCost> {
+/// The tp_btf programs per packet journey and per hook hit, compared per
+/// data segment, then the raw_tp ones and sampling 1/64.
+const COMPARED: [(Backend, u32, bool); 2] = [(Backend::TpBtf, 1, false), (Backend::TpBtf, 1, true)];
+
+pub fn run(seconds: u32, pairs: u32, scratch: &Path, bpftrace_script: &Path) -> Result<KernelCost> {
     let cfg = LabConfig {
         port: PORT,
         write_size: 100,
@@ -119,56 +132,24 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
     };
     let lab = Lab::new(&cfg)?;
     let _stats = BpfStatsEnabled::enable()?;
-    let mut backends = Vec::new();
-    let mut empty_mean = Vec::new();
-    let mut floor = None;
-    for (backend, sample_every, per_hook) in [
-        (Backend::TpBtf, 1, false),
-        (Backend::TpBtf, 1, true),
+    let mut measured = Measured::default();
+    for _ in 0..pairs.max(1) {
+        for mode in COMPARED {
+            measured.add(&lab, &cfg, seconds, scratch, mode)?;
+        }
+    }
+    for mode in [
         (Backend::RawTp, 1, false),
         (Backend::TpBtf, super::SAMPLED, false),
     ] {
-        super::check_interrupted()?;
-        eprintln!(
-            "bench: kernel cost, {backend:?} programs, 1 in {sample_every}{}",
-            if per_hook { ", per hook" } else { "" }
-        );
-        let options = TracerOptions {
-            filters: Filters {
-                port: Some(PORT),
-                sample_every,
-                ..Filters::default()
-            },
-            backends: vec![backend],
-            per_hook,
-            ..TracerOptions::default()
-        };
-        let session = TracedSession::start(options, scratch.join("kernel-cost.ttr"))?;
-        let empty = ReferencePrograms::empty(session.hooks().iter().map(String::as_str))?;
-        let floor_programs = (backend == Backend::TpBtf && floor.is_none())
-            .then(|| ReferencePrograms::floor(FLOOR_HOOK))
-            .transpose()?;
-        let transfer = timed_transfer(&lab, &cfg, seconds)?;
-        let empty_stats = empty.stats()?;
-        if let Some(programs) = floor_programs {
-            floor = emit_floor(&programs, &empty_stats)?;
-        }
-        let end = session.stop()?;
-        let cost = BackendCost {
-            per_hook,
-            ring_records: end.stats.ring_records,
-            data_segments: transfer.sender.data_segs_out.into(),
-            ..backend_cost(
-                &format!("{backend:?}"),
-                sample_every,
-                &end.programs,
-                &empty_stats,
-                end.stats.events,
-            )
-        };
-        empty_mean.push(mean_ns(&empty_stats));
-        backends.push(cost);
+        measured.add(&lab, &cfg, seconds, scratch, mode)?;
     }
+    let Measured {
+        runs: by_mode,
+        empty_mean,
+        floor,
+    } = measured;
+    let mut backends: Vec<BackendCost> = by_mode.into_iter().map(median_run).collect();
     super::check_interrupted()?;
     eprintln!("bench: kernel cost, stages programs");
     backends.push(stages_cost(&lab, &cfg, seconds)?);
@@ -200,6 +181,88 @@ pub fn run(seconds: u32, scratch: &Path, bpftrace_script: &Path) -> Result<Kerne
         bpftrace_runs: runs,
         floor,
     })
+}
+
+/// The backends measured so far, by mode in the order first run, each run of each.
+#[derive(Default)]
+struct Measured {
+    runs: Vec<Vec<BackendCost>>,
+    empty_mean: Vec<Option<f64>>,
+    floor: Option<EmitFloor>,
+}
+
+impl Measured {
+    /// Traces one transfer with `backend`, 1 in `sample_every`, per hook or not.
+    fn add(
+        &mut self,
+        lab: &Lab,
+        cfg: &LabConfig,
+        seconds: u32,
+        scratch: &Path,
+        (backend, sample_every, per_hook): (Backend, u32, bool),
+    ) -> Result<()> {
+        super::check_interrupted()?;
+        eprintln!(
+            "bench: kernel cost, {backend:?} programs, 1 in {sample_every}{}",
+            if per_hook { ", per hook" } else { "" }
+        );
+        let options = TracerOptions {
+            filters: Filters {
+                port: Some(PORT),
+                sample_every,
+                ..Filters::default()
+            },
+            backends: vec![backend],
+            per_hook,
+            ..TracerOptions::default()
+        };
+        let session = TracedSession::start(options, scratch.join("kernel-cost.ttr"))?;
+        let empty = ReferencePrograms::empty(session.hooks().iter().map(String::as_str))?;
+        let floor_programs = (backend == Backend::TpBtf && self.floor.is_none())
+            .then(|| ReferencePrograms::floor(FLOOR_HOOK))
+            .transpose()?;
+        let transfer = timed_transfer(lab, cfg, seconds)?;
+        let empty_stats = empty.stats()?;
+        if let Some(programs) = floor_programs {
+            self.floor = emit_floor(&programs, &empty_stats)?;
+        }
+        let end = session.stop()?;
+        let name = format!("{backend:?}");
+        let cost = BackendCost {
+            per_hook,
+            ring_records: end.stats.ring_records,
+            data_segments: transfer.sender.data_segs_out.into(),
+            ..backend_cost(
+                &name,
+                sample_every,
+                &end.programs,
+                &empty_stats,
+                end.stats.events,
+            )
+        };
+        self.empty_mean.push(mean_ns(&empty_stats));
+        let same = |b: &BackendCost| {
+            (b.backend.as_str(), b.sample_every, b.per_hook) == (&name, sample_every, per_hook)
+        };
+        match self.runs.iter_mut().find(|r| r.first().is_some_and(same)) {
+            Some(runs) => runs.push(cost),
+            None => self.runs.push(vec![cost]),
+        }
+        Ok(())
+    }
+}
+
+/// The run whose cost per data segment is the median of `runs`, with every
+/// run's figure (a mode run once keeps none).
+fn median_run(mut runs: Vec<BackendCost>) -> BackendCost {
+    let per_segment = |b: &BackendCost| b.added_ns_per_segment().unwrap_or(0.0);
+    runs.sort_by(|a, b| per_segment(a).total_cmp(&per_segment(b)));
+    let figures: Vec<f64> = runs.iter().map(per_segment).collect();
+    let mut median = runs.swap_remove(runs.len() / 2);
+    if figures.len() > 1 {
+        median.per_segment_runs = figures;
+    }
+    median
 }
 
 /// `tenge-trace stages`' programs; an event is a packet a hook kept (a
@@ -290,6 +353,7 @@ fn backend_cost(
         per_hook: false,
         ring_records: 0,
         data_segments: 0,
+        per_segment_runs: Vec::new(),
         sample_every,
         programs,
         events,

@@ -24,6 +24,9 @@ use std::sync::{Arc, OnceLock};
 const SAMPLED: u32 = 64;
 /// The time slice of the mode sampled by time.
 const SLICE_NS: u64 = 20_000_000;
+/// Interleaved pairs of the in-kernel cost's compared modes (at most
+/// `--reps`): 3 medians hold where single runs of the per-hook mode moved 2x.
+const KERNEL_COST_PAIRS: u32 = 3;
 
 /// Set by the first SIGINT/SIGTERM: the run stops after the transfer in
 /// flight, so every namespace, probe, tool, tracefs mount and the
@@ -145,7 +148,15 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         })
         .transpose()?;
     let kernel_cost = wants(BenchPart::KernelCost)
-        .then(|| kernel_cost::run(lengths.kernel_cost_s, &scratch.0, &args.bpftrace_script))
+        .then(|| {
+            let pairs = reps.min(KERNEL_COST_PAIRS);
+            kernel_cost::run(
+                lengths.kernel_cost_s,
+                pairs,
+                &scratch.0,
+                &args.bpftrace_script,
+            )
+        })
         .transpose()?;
     let max_rate = wants(BenchPart::MaxRate)
         .then(|| max_rate::run(lengths.max_rate_s, &scratch.0))
