@@ -131,8 +131,8 @@ impl SenderState {
         self.write_seq = s.write_seq;
         self.sk_wmem_queued = s.sk_wmem_queued;
         self.sk_sndbuf = s.sk_sndbuf;
-        // What may be sent, as the write finds it (0 in files older than
-        // the fields): else an ACK's pre-ACK flight and cwnd stand until the
+        // What may be sent, as the write finds it (a cwnd of 0 reads
+        // nothing): else an ACK's pre-ACK flight and cwnd stand until the
         // next segment leaves (35 ms of a write into an open window after
         // an ACK of everything read as cwnd-limited: 10 out of cwnd 10).
         if s.snd_cwnd > 0 {
