@@ -284,6 +284,31 @@ impl Lab {
             run(ip_in(ns).args(["link", "set", iface, "up"]))?;
             run(ip_in(ns).args(["link", "set", "lo", "up"]))?;
         }
+        for (ns, iface, peer, peer_iface, peer_ip6) in [
+            (
+                &sender,
+                &sender_iface,
+                &receiver,
+                &receiver_iface,
+                receiver_ip6,
+            ),
+            (
+                &receiver,
+                &receiver_iface,
+                &sender,
+                &sender_iface,
+                sender_ip6,
+            ),
+        ] {
+            // Neighbour discovery on a link just up loses its first
+            // solicitations: an IPv6 connect waited 1 s for the second, and
+            // every IPv6 transfer began with srtt 1 s. Each end knows the
+            // other's address from the start (IPv4's ARP answers at once).
+            let mac = link_address(peer, peer_iface)?;
+            run(ip_in(ns)
+                .args(["-6", "neigh", "replace", &peer_ip6.to_string()])
+                .args(["lladdr", &mac, "dev", iface, "nud", "permanent"]))?;
+        }
         if let Some(segs) = cfg.gso_max_segs {
             let segs = segs.to_string();
             run(ip_in(&sender).args(["link", "set", &sender_iface, "gso_max_segs", &segs]))?;
@@ -462,6 +487,18 @@ fn add_veth_pair(sender: &Netns, receiver: &Netns) -> Result<()> {
     ]))
     .context("creating the veth pair")?;
     Ok(())
+}
+
+/// The link-layer address of `iface` in `ns`, as `ip -o link` prints it.
+fn link_address(ns: &Netns, iface: &str) -> Result<String> {
+    let out = run(ip_in(ns).args(["-o", "link", "show", "dev", iface]))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut words = text.split_whitespace();
+    words
+        .find(|w| w.starts_with("link/"))
+        .and_then(|_| words.next())
+        .map(str::to_string)
+        .with_context(|| format!("no link-layer address for {iface}: {text}"))
 }
 
 /// `ip -n NETNS`.
