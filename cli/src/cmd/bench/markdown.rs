@@ -380,8 +380,6 @@ fn throughput_targets(w: &WorkloadResult) -> Vec<Target> {
     ]
 }
 
-/// Ring records per 100-byte data segment (its ACKs included) and the
-/// in-kernel cost of tracing one, against a record per hook.
 /// The spread of a mode run several times: " (median of 3 runs: 2069–2275)".
 fn runs_text(b: &BackendCost) -> String {
     match (b.per_segment_runs.first(), b.per_segment_runs.last()) {
@@ -393,6 +391,8 @@ fn runs_text(b: &BackendCost) -> String {
     }
 }
 
+/// Ring records per 100-byte data segment (its ACKs included) and the
+/// in-kernel cost of tracing one, against a record per hook.
 fn per_segment_targets(r: &Results) -> Vec<Target> {
     let mut list = Vec::new();
     let small = r
