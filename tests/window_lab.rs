@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -538,6 +538,70 @@ fn rwnd_limited_fraction_matches_ss() {
         limits.rwnd
     );
     assert!(!run.alerts_of(AlertKind::RwndLimited).is_empty());
+}
+
+/// The wire's odd windows (not a whole number of `segment`s, past the
+/// handshake) the sender filled to the edge, and all of them: an edge
+/// (`ack + window`) some data segment of the sender's ends at.
+fn wire_windows_filled(run: &Run, segment: u32) -> (usize, usize) {
+    let (sender, receiver) = (run.transfer.sender_addr, run.transfer.receiver_addr);
+    let ends: BTreeSet<u32> = run
+        .wire
+        .iter()
+        .filter(|s| s.src == sender && s.len > 0)
+        .map(|s| s.seq.wrapping_add(s.len))
+        .collect();
+    let edges: BTreeSet<u32> = run
+        .wire
+        .iter()
+        .filter(|s| s.src == receiver && s.has(WireSegment::ACK) && !s.has(WireSegment::SYN))
+        .filter(|s| s.window() > segment && !s.window().is_multiple_of(segment))
+        .map(|s| s.ack.wrapping_add(s.window()))
+        .collect();
+    (edges.intersection(&ends).count(), edges.len())
+}
+
+/// (c') Windows that are not a whole number of the sender's segments. At
+/// MTU 9000 without scaling the receiver's MSS estimate falls to 4474 (two
+/// segments of that size in a row: the rests the sender sent) and its
+/// windows are 22370 B; the sender sends most of them whole, 8948 + 8948 +
+/// 4474, where the paper's sender would stop at 17896 (whole segments).
+/// The report's share of such windows filled to the edge is the wire's, and
+/// the usable window of its chain counts the rest in that share.
+#[test]
+fn windows_are_filled_as_far_as_the_wire_shows() {
+    if !common::require_root("windows_are_filled_as_far_as_the_wire_shows") {
+        return;
+    }
+    let _serial = serial();
+    let cfg = LabConfig {
+        bytes: 128 << 20,
+        mtu: 9000,
+        window_scaling: false,
+        ..Scenario::RwndLimited.config()
+    };
+    let run = traced_run(&cfg, "odd-windows");
+    assert!(run.transfer.completed);
+    let send = run.sender().window.send.expect("the sender's windows");
+    let tails = send.window_tails;
+    let (filled, odd) = wire_windows_filled(&run, 8948);
+    let wire_share = filled as f64 / odd as f64;
+    eprintln!(
+        "{tails:?} ({:.3}); the wire: {filled} of {odd} odd windows filled ({wire_share:.3})",
+        tails.sent_share()
+    );
+    assert!(
+        odd >= 100 && tails.sent + tails.held >= 100,
+        "{odd} {tails:?}"
+    );
+    assert!((tails.sent_share() - wire_share).abs() < 0.1);
+    let chain = run.sender().window.chain.expect("a window chain");
+    assert_eq!(
+        chain.usable,
+        tails.usable(chain.advertised, 8948),
+        "{chain:?}"
+    );
+    assert!(send.mean_usable_as_sent > send.mean_usable_whole_segments);
 }
 
 /// A handshake held back is no send limit. The listener's accept queue (a

@@ -306,13 +306,14 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
     if let Some(c) = &flow.window.chain {
         let _ = writeln!(
             out,
-            "  window chain (the window held longest): {} B free -> {} B advertised ({}) -> {} B usable (whole segments, as the sender sends them): {} lost",
+            "  window chain (the window held longest): {} B free -> {} B advertised ({}) -> {} B usable ({}): {} lost",
             c.free_space,
             c.advertised,
             c.shaped_by
                 .map_or("as the receiver chose it", |class| class
                     .describe(c.free_space, c.advertised)),
             c.usable,
+            c.tails.describe(),
             pct(c.compounded_loss_fraction)
         );
     }

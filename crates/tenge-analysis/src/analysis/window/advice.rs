@@ -381,7 +381,7 @@ pub fn throughput_ceiling(window: u64, srtt_us: u32, received_bps: f64) -> Optio
 /// plain mean may be the kernel's 1 s seed of the first round trips, over
 /// hundreds of times the others).
 pub fn send_ceiling(send: &SendWindow) -> Option<Advice> {
-    let window = send.mean_usable_whole_segments.round() as u64;
+    let window = send.mean_usable_as_sent.round() as u64;
     let ceiling_bps = send.mean_ceiling_bps.filter(|&c| c > 0.0)?;
     let srtt_us = (window as f64 * 8e6 / ceiling_bps).round() as u32;
     let acked_bps = send.acked_bps;
@@ -391,10 +391,11 @@ pub fn send_ceiling(send: &SendWindow) -> Option<Advice> {
         ""
     };
     let message = format!(
-        "the usable window (the peer's window or cwnd, the smaller, in whole segments) \
+        "the usable window (the peer's window or cwnd, the smaller, {}) \
          averaged {window} B: at each ACK's srtt it allowed at most {} on average (as at \
          srtt {}, the ACKs' srtt averaged harmonically by window and time), and {} was \
          acknowledged{beyond}",
+        send.window_tails.describe(),
         rate(ceiling_bps),
         duration(u64::from(srtt_us) * 1000),
         rate(acked_bps),

@@ -92,8 +92,9 @@ pub struct AlertFigures {
     /// The threshold it crossed, in percent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threshold_pct: Option<f64>,
-    /// The limiting window in bytes (limit kinds; sws_stall: the MSS it
-    /// stays below), or the bytes lost per window (mss_clamp).
+    /// The limiting window in bytes (limit kinds; rwnd_limited: the peer's
+    /// window as the sender fills it; sws_stall: the MSS it stays below), or
+    /// the bytes lost per window (mss_clamp).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]

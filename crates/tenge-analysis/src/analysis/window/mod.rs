@@ -6,8 +6,9 @@
 //! - [`receiver`]: every advertised window classified (MSS rounding, wscale
 //!   alignment, SWS zero, NOMEM zero, never-shrink residual, 65535 clamp) and
 //!   checked against what the kernel stored.
-//! - [`sender`]: the usable window in whole segments as the sender sends them, and
-//!   the paper's compounded loss when the receiver's MSS estimate differs.
+//! - [`sender`]: the usable window as the sender fills it (whole segments, and
+//!   the rest of one as far as it sends that), and the paper's compounded
+//!   loss when the receiver's MSS estimate differs.
 //! - [`stalls`]: SWS stall episodes with their probes and sub-MSS segments.
 //! - [`limits`]: rwnd/cwnd/sndbuf/app-limited time, against the kernel's chrono.
 //! - [`advice`]: buffer sizes, throughput ceilings and MTUs, in numbers.
@@ -28,7 +29,7 @@ pub use advice::{Advice, MtuOption};
 pub use alerts::{ActiveAlerts, Alert, AlertFigures, AlertKind, Alerts};
 pub use limits::{KernelChrono, KernelDifference, LimitFractions, LimitTimes, LimitsReport};
 pub use receiver::{ClassCounts, Classified, ReceiveWindow, WindowClass, WindowClassifier};
-pub use sender::{SendWindow, WindowChain};
+pub use sender::{SendWindow, WindowChain, WindowTails};
 pub use stalls::{StallSide, SwsStall};
 
 use super::pauses::{self, Pauses};
@@ -59,17 +60,23 @@ fn rwnd_limited(limits: &LimitTracker, hz: Option<u32>) -> (f64, u32) {
 
 /// The size in bytes of what a limit alert is about: the peer's window the
 /// sender waited on, the congestion window or the send buffer.
-fn limited_bytes(kind: AlertKind, s: &SenderState, held_wnd: u32) -> u64 {
+/// `rwnd_usable`: the peer's window as the sender fills it ([`WindowTails`]).
+fn limited_bytes(kind: AlertKind, s: &SenderState, rwnd_usable: u64) -> u64 {
     match kind {
-        AlertKind::RwndLimited => u64::from(held_wnd),
+        AlertKind::RwndLimited => rwnd_usable,
         AlertKind::CwndLimited => u64::from(s.snd_cwnd) * u64::from(s.mss_cache),
         _ => u64::from(s.sk_sndbuf),
     }
 }
 
 /// [`limited_bytes`] as an alert names it.
-fn limited_text(kind: AlertKind, s: &SenderState, held_wnd: u32) -> String {
+fn limited_text(kind: AlertKind, s: &SenderState, held_wnd: u32, rwnd_usable: u64) -> String {
     match kind {
+        // Where the sender leaves a rest of a segment unsent often enough
+        // to matter (1%).
+        AlertKind::RwndLimited if rwnd_usable * 100 < u64::from(held_wnd) * 99 => {
+            format!("peer window {held_wnd} B, {rwnd_usable} B of it as the sender fills windows")
+        }
         AlertKind::RwndLimited => format!("peer window {held_wnd} B"),
         AlertKind::CwndLimited => format!("cwnd {} × {} B", s.snd_cwnd, s.mss_cache),
         _ => format!("send buffer sk_sndbuf {} B", s.sk_sndbuf),
@@ -756,8 +763,9 @@ impl Flow {
         };
         self.rwnd_share = Some(shares[0]);
         let srtt = self.srtt_us(peer);
+        let rwnd_usable = self.tx.tails.usable(u64::from(held_wnd), self.tx.segment());
         for (i, kind) in LIMIT_KINDS.into_iter().enumerate() {
-            let window = limited_bytes(kind, &self.limits.state, held_wnd);
+            let window = limited_bytes(kind, &self.limits.state, rwnd_usable);
             let cap = bps(window as f64, f64::from(srtt));
             let binds = kernel_clocked(kind)
                 || match (cap, check.acked_bps) {
@@ -800,7 +808,7 @@ impl Flow {
                 self.clear(out, ts, kind, format!("ended: {of_window}"));
                 continue;
             }
-            let what = limited_text(kind, &self.limits.state, held_wnd);
+            let what = limited_text(kind, &self.limits.state, held_wnd, rwnd_usable);
             let source = if kernel_clocked(kind) {
                 "kernel chrono"
             } else {
@@ -939,7 +947,8 @@ pub struct WindowReportSection {
     pub ideal_window: Option<u64>,
     /// "bandwidth_delay" or "free_space".
     pub ideal_window_source: Option<&'static str>,
-    /// `ideal_window` in whole segments as the sender sends them (Figure 8).
+    /// `ideal_window` as the sender fills windows (Figure 8's whole segments,
+    /// and the rest of one as far as it sends that).
     pub mss_allowed_window: Option<u64>,
     /// The free → advertised → usable chain of the window the receiver held longest.
     pub chain: Option<WindowChain>,
@@ -1447,7 +1456,7 @@ impl WindowAnalyzer {
     fn flow_report(
         &mut self,
         i: usize,
-        receive: ReceiveWindow,
+        mut receive: ReceiveWindow,
         peer_receive: Option<DataReceiver>,
         hz: Option<u32>,
     ) -> FlowWindowReport {
@@ -1455,11 +1464,15 @@ impl WindowAnalyzer {
         let peer_view = peer_index.map(|p| self.flows[p].view());
         let peer_cookie = peer_index.map(|p| self.flows[p].cookie);
         let peer_rwnd_limited = peer_index.map(|p| rwnd_limited(&self.flows[p].limits, hz));
+        let peer_tails = peer_index.map_or_else(WindowTails::default, |p| self.flows[p].tx.tails);
+        receive.filled_by(peer_tails);
         let cfg = self.cfg.clone();
         let flow = &mut self.flows[i];
         let peer = peer_view.unwrap_or_default();
         let send = flow.tx.report(flow.last_ns);
         let sending = flow.tx.sends_more(flow.rx.bytes_received());
+        // How the data's sender filled windows with the rest of a segment.
+        let tails = if sending { flow.tx.tails } else { peer_tails };
 
         // What the data sender's own MTU gives (its advmss), where known.
         let sender_advmss = match sending {
@@ -1525,7 +1538,7 @@ impl WindowAnalyzer {
             None if free > 0.0 => (Some(free as u64), Some("free_space")),
             None => (None, None),
         };
-        let chain = held.map(|h| WindowChain::held(h, segment));
+        let chain = held.map(|h| WindowChain::held(h, segment, tails));
         // The RTT of the data this report is about, as the alerts take it.
         let srtt_now = if sending {
             flow.srtt_us(&peer)
@@ -1546,7 +1559,7 @@ impl WindowAnalyzer {
                 .collect(),
             mss_allowed_window: ideal_window
                 .filter(|_| segment > 0)
-                .map(|w| sender::mss_allowed_window(w, segment)),
+                .map(|w| sender::mss_allowed_window(w, segment, tails)),
             ideal_window,
             ideal_window_source,
             chain,

@@ -6,6 +6,7 @@ use super::kernel::{
     round_down_to, select_window, select_window_backlog_bounded, PriorOffer, ReceiveState, Rule,
     Selection, SpaceRule, ICSK_ACK_NOMEM,
 };
+use super::sender::WindowTails;
 use super::TimeWeighted;
 use crate::event::{tcp_flags, tt_pkt, tt_window_adv};
 use serde::Serialize;
@@ -203,11 +204,17 @@ pub struct ReceiveWindow {
     /// Windows explained only with less backlog than recorded: `sk_backlog.len`
     /// grew on another CPU after the selection (counted apart from mismatches).
     pub backlog_grew: u64,
-    /// Time-weighted means: free space, advertised window, what the sender can
-    /// use of it in whole segments of its MSS, and the bytes lost to rounding/clamping.
+    /// Time-weighted means: free space, advertised window, what the sender
+    /// fills of it (whole segments of its MSS, and the rest of one as far as
+    /// it sends that: [`ReceiveWindow::filled_by`]), and the bytes lost to
+    /// rounding/clamping.
     pub mean_free_space: f64,
     pub mean_advertised: f64,
     pub mean_sender_usable: f64,
+    /// The mean window where it held one of the sender's segments (0 where
+    /// not: nothing can be sent into it), for [`ReceiveWindow::filled_by`].
+    #[serde(skip)]
+    mean_fillable: f64,
     pub mean_bytes_lost: f64,
     /// `tcp_full_space()` − what the window could offer: the data the
     /// reader keeps queued, or the space above the soft cap `rcv_ssthresh`
@@ -304,9 +311,10 @@ pub(super) struct ReceiverSide {
     /// window leaves the ring as it is.
     loss_last: (u32, u32),
     loss_repeats: usize,
-    /// free space, advertised, sender-usable, lost, withheld; bytes not
-    /// yet read, and 1 while they exceed the window advertised.
-    means: TimeWeighted<7>,
+    /// free space, advertised, sender-usable (whole segments), lost,
+    /// withheld; bytes not yet read, and 1 while they exceed the window
+    /// advertised; the window where it holds a segment (else 0).
+    means: TimeWeighted<8>,
     /// Bytes `rcv_nxt` advanced by between windows the means hold across.
     bytes_received_held: u64,
     /// The window being held (since when), and the longest one held before it.
@@ -477,6 +485,7 @@ impl ReceiverSide {
             }),
         );
         let unread = w.rcv_nxt.wrapping_sub(w.copied_seq);
+        let fillable = if usable > 0 { u64::from(header) } else { 0 };
         self.means.set(
             ts_ns,
             [
@@ -487,6 +496,7 @@ impl ReceiverSide {
                 withheld,
                 u64::from(unread),
                 u64::from(unread > header),
+                fillable,
             ],
         );
         self.report.largest_rcvbuf = self.report.largest_rcvbuf.max(w.sk_rcvbuf);
@@ -613,12 +623,15 @@ impl ReceiverSide {
         let mut r = self.report.clone();
         let current = self.held.map(|(w, since)| w.held_until(since, last_ns));
         r.longest_held = longer(self.longest_held, current);
-        if let Some([free, advertised, usable, lost, withheld, unread, over]) = self.means.means() {
+        if let Some([free, advertised, usable, lost, withheld, unread, over, fillable]) =
+            self.means.means()
+        {
             r.mean_unread = unread;
             r.unread_over_window_fraction = over;
             r.mean_free_space = free;
             r.mean_advertised = advertised;
             r.mean_sender_usable = usable;
+            r.mean_fillable = fillable;
             r.mean_bytes_lost = lost;
             r.mean_withheld = withheld;
             r.received_bps = self.bytes_received_held as f64 * 8e9 / self.means.held_ns() as f64;
@@ -628,6 +641,18 @@ impl ReceiverSide {
             }
         }
         r
+    }
+}
+
+impl ReceiveWindow {
+    /// The sender's use of the windows as `tails` says it filled them (the
+    /// means count whole segments until the sender is known).
+    pub fn filled_by(&mut self, tails: WindowTails) {
+        self.mean_sender_usable = tails.as_sent(self.mean_sender_usable, self.mean_fillable);
+        if self.mean_free_space > 0.0 {
+            self.compounded_loss_fraction =
+                (1.0 - self.mean_sender_usable / self.mean_free_space).max(0.0);
+        }
     }
 }
 
@@ -955,6 +980,12 @@ mod tests {
             (27001.0, 26844.0, 17920.0)
         );
         assert!((r.compounded_loss_fraction - (1.0 - 17920.0 / 27001.0)).abs() < 1e-12);
+        // A sender that filled 3 of 4 such windows to the edge (the rest of
+        // a segment, 8924 B, included) used 17920 + 0.75 × 8924 of them.
+        let mut filled = r.clone();
+        filled.filled_by(WindowTails { sent: 3, held: 1 });
+        assert_eq!(filled.mean_sender_usable, 17920.0 + 0.75 * 8924.0);
+        assert!((filled.compounded_loss_fraction - (1.0 - 24613.0 / 27001.0)).abs() < 1e-12);
         // rcv_nxt advanced 31 × 26844 B between the windows the means hold
         // across (the first only starts them), over their 32 µs.
         assert_eq!(r.received_bps, 31.0 * 26844.0 * 8e9 / 32_000.0);

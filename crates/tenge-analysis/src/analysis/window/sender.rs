@@ -1,5 +1,6 @@
-//! The sender's side: the window it may use, in whole segments of its own MSS,
-//! and how the receiver's rounding (with its MSS estimate) compounds with it.
+//! The sender's side: the window it may use, in whole segments of its own MSS
+//! and the rest of one as far as it sends that, and how the receiver's
+//! rounding (with its MSS estimate) compounds with it.
 
 use super::kernel::round_down_to;
 use super::limits::seq_gap;
@@ -10,7 +11,7 @@ use serde::Serialize;
 
 /// Feng et al. §3.5.1, one step at a time: the receiver rounds its free space
 /// down to its estimate of the sender's MSS, the sender rounds that down to
-/// its own MSS (cwnd and the window test work in whole segments).
+/// its own MSS, as far as it holds back the rest of a segment ([`WindowTails`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct WindowChain {
     pub free_space: u64,
@@ -19,6 +20,9 @@ pub struct WindowChain {
     /// sent (see [`WindowChain::held`]).
     pub shaped_by: Option<WindowClass>,
     pub usable: u64,
+    /// How the sender used windows with the rest of a segment (`usable`
+    /// counts the rest in the share of them it sent).
+    pub tails: WindowTails,
     /// `free_space − usable`, and as a fraction of the free space.
     pub compounded_loss_bytes: u64,
     pub compounded_loss_fraction: f64,
@@ -27,14 +31,20 @@ pub struct WindowChain {
 impl WindowChain {
     pub fn new(free_space: u64, receiver_mss: u32, sender_mss: u32) -> Self {
         let advertised = round_down_to(free_space, u64::from(receiver_mss));
-        Self::from_advertised(free_space, advertised, None, sender_mss)
+        Self::from_advertised(
+            free_space,
+            advertised,
+            None,
+            sender_mss,
+            WindowTails::default(),
+        )
     }
 
     /// The chain of a window the receiver sent, as the kernel shaped it
     /// (rounded, aligned, capped or clamped): every value is on the wire.
-    pub fn held(w: HeldWindow, sender_mss: u32) -> Self {
+    pub fn held(w: HeldWindow, sender_mss: u32, tails: WindowTails) -> Self {
         let advertised = u64::from(w.advertised);
-        Self::from_advertised(w.free_space, advertised, Some(w.class), sender_mss)
+        Self::from_advertised(w.free_space, advertised, Some(w.class), sender_mss, tails)
     }
 
     /// The share of the free space rounding and the header's clamp took:
@@ -58,14 +68,16 @@ impl WindowChain {
         advertised: u64,
         shaped_by: Option<WindowClass>,
         sender_mss: u32,
+        tails: WindowTails,
     ) -> Self {
-        let usable = round_down_to(advertised, u64::from(sender_mss));
+        let usable = tails.usable(advertised, sender_mss);
         let lost = free_space.saturating_sub(usable);
         WindowChain {
             free_space,
             advertised,
             shaped_by,
             usable,
+            tails,
             compounded_loss_bytes: lost,
             compounded_loss_fraction: if free_space == 0 {
                 0.0
@@ -76,11 +88,69 @@ impl WindowChain {
     }
 }
 
+/// How a sender used the windows that bound it (not cwnd) while data
+/// waited, where they were not a whole number of its segments: counted at
+/// the next ACK, by whether it had sent up to the window's edge.
+/// `tcp_mss_split_point()` sends the rest of a segment at the edge inside a
+/// skb of several segments where Nagle allows (TCP_NODELAY, or no small
+/// segment in flight: `tcp_minshall_check()`), and holds it back otherwise;
+/// a skb of one segment must fit whole (`tcp_snd_wnd_test()`). A window of
+/// 22370 B (rcv_mss 4474) under an MSS of 8948 went out as 8948 + 8948 +
+/// 4474 in 8855 of about 12000 data skbs of a 256 MiB transfer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WindowTails {
+    /// Windows filled to the edge, the rest of a segment included.
+    pub sent: u64,
+    /// Windows left short of the edge by less than a segment.
+    pub held: u64,
+}
+
+impl WindowTails {
+    /// The share of such windows whose rest was sent: 0 where none was seen
+    /// (whole segments, as Feng et al. have it).
+    pub fn sent_share(&self) -> f64 {
+        match self.sent + self.held {
+            0 => 0.0,
+            n => self.sent as f64 / n as f64,
+        }
+    }
+
+    /// Between `whole` (a window's whole segments, or their mean) and
+    /// `window` (the window where it holds a segment, or its mean): what
+    /// the sender filled.
+    pub fn as_sent(&self, whole: f64, window: f64) -> f64 {
+        whole + self.sent_share() * (window - whole)
+    }
+
+    /// How the sender filled windows, as the report says it.
+    pub fn describe(&self) -> String {
+        match self.sent {
+            0 => "in whole segments, as the sender sends them".into(),
+            _ if self.held == 0 => "as the sender filled it, the rest of a segment included".into(),
+            _ => format!(
+                "as the sender filled it: whole segments, and the rest of one in {:.0}% of windows",
+                self.sent_share() * 100.0
+            ),
+        }
+    }
+
+    /// What the sender filled of a window of `window` bytes, in bytes: none
+    /// of one smaller than a segment (`tcp_snd_wnd_test()` fits the first).
+    pub fn usable(&self, window: u64, segment: u32) -> u64 {
+        match round_down_to(window, u64::from(segment)) {
+            0 => 0,
+            whole => self.as_sent(whole as f64, window as f64).round() as u64,
+        }
+    }
+}
+
 /// What one ACK tells about the sender.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct AckView {
     /// The window in the ACK's header: `win_raw << snd_wscale`, the new `snd_wnd`.
     pub window: u32,
+    /// Where the window ends: `snd_una + snd_wnd` once the ACK is processed.
+    pub edge: u32,
     pub acked: u32,
     /// Data still unsent or unacknowledged once this ACK is processed.
     pub data_waiting: bool,
@@ -91,6 +161,7 @@ impl AckView {
         let (una_after, window) = after_ack(r);
         AckView {
             window,
+            edge: una_after.wrapping_add(window),
             acked: una_after.wrapping_sub(r.snd_una),
             data_waiting: seq_gap(r.snd_nxt, r.write_seq) > 0 || seq_gap(una_after, r.snd_nxt) > 0,
         }
@@ -106,16 +177,21 @@ pub struct SendWindow {
     pub mean_peer_window: f64,
     pub mean_usable: f64,
     pub mean_usable_whole_segments: f64,
-    /// Over the same time: srtt, and what the whole segments of the usable
-    /// window allowed at it (each ACK's window over its srtt, bits/s): a
-    /// mean of the ceiling, not the mean window over one srtt, which the
-    /// rate acknowledged exceeds when windows and round trips vary together.
+    /// The usable window as the sender filled it: whole segments, and the
+    /// rest of one in the share of windows it sent that (`window_tails`).
+    pub mean_usable_as_sent: f64,
+    pub window_tails: WindowTails,
+    /// Over the same time: srtt, and what the usable window as sent allowed
+    /// at it (each ACK's window over its srtt, bits/s): a mean of the
+    /// ceiling, not the mean window over one srtt, which the rate
+    /// acknowledged exceeds when windows and round trips vary together.
     /// None when no ACK came with an RTT known.
     pub mean_srtt_us: Option<f64>,
     pub mean_ceiling_bps: Option<f64>,
     /// The bytes acknowledged over the time the means cover, bits/s.
     pub acked_bps: f64,
-    /// Share of the usable window lost to whole-segment rounding.
+    /// Share of the usable window the sender left unused: `1 −
+    /// mean_usable_as_sent / mean_usable`.
     pub segment_rounding_loss_fraction: f64,
     pub bytes_acked: u64,
     pub min_srtt_us: u32,
@@ -136,13 +212,19 @@ pub(super) struct SenderSide {
     /// Acknowledged by ACKs that end time the means cover (not the first,
     /// nor one after a pause): the rate set beside their ceiling.
     bytes_acked_held: u64,
-    /// peer window, usable, usable in whole segments.
-    means: TimeWeighted<3>,
-    /// srtt, and the whole segments over it in bytes/s: while an RTT is known.
-    ceiling: TimeWeighted<2>,
+    /// peer window, usable, usable in whole segments, and fillable (the
+    /// usable window where it holds a segment, else 0: see [`WindowTails::usable`]).
+    means: TimeWeighted<4>,
+    /// srtt, and the whole segments and the fillable window over it in
+    /// bytes/s: while an RTT is known.
+    ceiling: TimeWeighted<3>,
     /// The values of an ACK that left nothing waiting: held again from the
     /// next write or data segment (`on_data`).
-    resume: Option<([u64; 3], Option<[u64; 2]>)>,
+    resume: Option<([u64; 4], Option<[u64; 3]>)>,
+    /// The edge of the latest ACK's window, where it bound with the rest
+    /// of a segment and data waited: for the next ACK to count in `tails`.
+    tail_edge: Option<u32>,
+    pub tails: WindowTails,
 }
 
 impl SenderSide {
@@ -152,6 +234,7 @@ impl SenderSide {
             return None;
         }
         let view = AckView::of(r);
+        self.count_tail(r);
         self.mss_cache = r.mss_cache;
         if r.srtt_us > 0 {
             self.srtt_us = r.srtt_us;
@@ -173,9 +256,13 @@ impl SenderSide {
         let segment = u64::from(self.segment());
         let usable = u64::from(view.window).min(u64::from(r.snd_cwnd) * segment);
         let whole = round_down_to(usable, segment);
-        let values = [u64::from(view.window), usable, whole];
+        let fillable = if whole > 0 { usable } else { 0 };
+        let values = [u64::from(view.window), usable, whole, fillable];
         let srtt = u64::from(self.srtt_us);
-        let ceiling = (srtt > 0).then(|| [srtt, whole * 1_000_000 / srtt]);
+        let ceiling =
+            (srtt > 0).then(|| [srtt, whole * 1_000_000 / srtt, fillable * 1_000_000 / srtt]);
+        let window_binds = usable == u64::from(view.window) && whole < usable;
+        self.tail_edge = (view.data_waiting && window_binds).then_some(view.edge);
         if view.data_waiting {
             self.resume = None;
             self.hold(ts_ns, values, ceiling);
@@ -188,7 +275,23 @@ impl SenderSide {
         Some(view)
     }
 
-    fn hold(&mut self, ts_ns: u64, values: [u64; 3], ceiling: Option<[u64; 2]>) {
+    /// Whether the sender, with data unsent at `r`, had filled the previous
+    /// ACK's window to its edge (see [`WindowTails`]).
+    fn count_tail(&mut self, r: &tt_tcp_rcv) {
+        let Some(edge) = self.tail_edge.take() else {
+            return;
+        };
+        if seq_gap(r.snd_nxt, r.write_seq) == 0 {
+            return;
+        }
+        match edge.wrapping_sub(r.snd_nxt) as i32 {
+            0 => self.tails.sent += 1,
+            short if short > 0 && (short as u32) < self.segment() => self.tails.held += 1,
+            _ => {}
+        }
+    }
+
+    fn hold(&mut self, ts_ns: u64, values: [u64; 4], ceiling: Option<[u64; 3]>) {
         self.means.set(ts_ns, values);
         match ceiling {
             Some(c) => self.ceiling.set(ts_ns, c),
@@ -239,18 +342,22 @@ impl SenderSide {
     pub fn report(&mut self, last_ns: u64) -> Option<SendWindow> {
         self.means.pause(last_ns);
         self.ceiling.pause(last_ns);
-        let [window, usable, whole] = self.means.means()?;
+        let [window, usable, whole, fillable] = self.means.means()?;
         let ceiling = self.ceiling.means();
+        let as_sent = self.tails.as_sent(whole, fillable);
         Some(SendWindow {
             acks: self.acks,
             mean_peer_window: window,
             mean_usable: usable,
             mean_usable_whole_segments: whole,
-            mean_srtt_us: ceiling.map(|[srtt, _]| srtt),
-            mean_ceiling_bps: ceiling.map(|[_, bytes_per_s]| bytes_per_s * 8.0),
+            mean_usable_as_sent: as_sent,
+            window_tails: self.tails,
+            mean_srtt_us: ceiling.map(|[srtt, ..]| srtt),
+            mean_ceiling_bps: ceiling
+                .map(|[_, whole, fillable]| self.tails.as_sent(whole, fillable) * 8.0),
             acked_bps: self.bytes_acked_held as f64 * 8e9 / self.means.held_ns() as f64,
             segment_rounding_loss_fraction: if usable > 0.0 {
-                1.0 - whole / usable
+                1.0 - as_sent / usable
             } else {
                 0.0
             },
@@ -260,9 +367,10 @@ impl SenderSide {
     }
 }
 
-/// The window the link could use (bandwidth × RTT) against what whole segments allow (Figure 8).
-pub fn mss_allowed_window(ideal_window: u64, sender_mss: u32) -> u64 {
-    round_down_to(ideal_window, u64::from(sender_mss))
+/// The window the link could use (bandwidth × RTT) against what whole
+/// segments allow (Figure 8), with the rest of one as far as the sender sends it.
+pub fn mss_allowed_window(ideal_window: u64, sender_mss: u32, tails: WindowTails) -> u64 {
+    tails.usable(ideal_window, sender_mss)
 }
 
 /// Bandwidth × RTT in bytes.
@@ -284,10 +392,18 @@ mod tests {
             class,
             held_ns: 1,
         };
-        let capped = WindowChain::held(held(WindowClass::Unconstrained), 1448);
+        let capped = WindowChain::held(
+            held(WindowClass::Unconstrained),
+            1448,
+            WindowTails::default(),
+        );
         assert!(capped.compounded_loss_fraction > 0.9);
         assert_eq!(capped.rounding_loss_fraction(), 1024.0 / 186368.0);
-        let clamped = WindowChain::held(held(WindowClass::Clamped65535), 1448);
+        let clamped = WindowChain::held(
+            held(WindowClass::Clamped65535),
+            1448,
+            WindowTails::default(),
+        );
         assert_eq!(
             clamped.rounding_loss_fraction(),
             clamped.compounded_loss_fraction
@@ -323,7 +439,7 @@ mod tests {
         // 8 Gb/s × 26 µs = 26000 B ideal ("26 KB"); ⌊26000/8960⌋·8960 = 17920 ("18 KB"), 31 % less.
         let ideal = ideal_window(8_000_000_000, 26);
         assert_eq!(ideal, 26000);
-        let allowed = mss_allowed_window(ideal, 8960);
+        let allowed = mss_allowed_window(ideal, 8960, WindowTails::default());
         assert_eq!(allowed, 17920);
         assert_eq!(
             ((ideal - allowed) as f64 / ideal as f64 * 100.0).round(),
@@ -351,6 +467,7 @@ mod tests {
             AckView::of(&r),
             AckView {
                 window: 26844,
+                edge: 11000 + 26844,
                 acked: 10000,
                 data_waiting: true
             }
@@ -387,6 +504,85 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(s.segment(), 8960);
+    }
+
+    /// rwnd-limited at MTU 9000 without scaling: windows of 22370 B
+    /// (5 × rcv_mss 4474) under an MSS of 8948, 17896 B in whole segments.
+    fn odd_window(ack: u32, snd_nxt: u32, snd_cwnd: u32) -> tt_tcp_rcv {
+        tt_tcp_rcv {
+            tcp_flags: tcp_flags::ACK,
+            ack,
+            snd_una: ack.wrapping_sub(8948),
+            snd_nxt,
+            write_seq: 1 << 30,
+            win_raw: 22370,
+            snd_cwnd,
+            mss_cache: 8948,
+            srtt_us: 40,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_rest_of_a_segment_counts_as_far_as_the_sender_sends_it() {
+        let mut s = SenderSide::default();
+        // Filled to the edge (the next ACK finds snd_nxt there), then left
+        // short by 4474 B: half the windows with their rest.
+        s.on_tcp_rcv(0, &odd_window(100_000, 100_000, 30));
+        s.on_tcp_rcv(1_000, &odd_window(110_000, 122_370, 30));
+        s.on_tcp_rcv(2_000, &odd_window(120_000, 127_896, 30));
+        assert_eq!(s.tails, WindowTails { sent: 1, held: 1 });
+        let rep = s.report(3_000).unwrap();
+        assert_eq!(rep.mean_usable_whole_segments, 17896.0);
+        assert_eq!(rep.mean_usable_as_sent, 17896.0 + 0.5 * 4474.0);
+        assert!((rep.segment_rounding_loss_fraction - 2237.0 / 22370.0).abs() < 1e-12);
+        // 20133 B per 40 µs.
+        assert!((rep.mean_ceiling_bps.unwrap() - 20133.0 * 8e6 / 40.0).abs() < 1.0);
+        assert_eq!(s.tails.usable(22370, 8948), 20133);
+        // No window holds a segment below one: nothing to fill.
+        assert_eq!(s.tails.usable(8000, 8948), 0);
+        let held = HeldWindow {
+            free_space: 23000,
+            advertised: 22370,
+            class: WindowClass::MssRounded,
+            held_ns: 1,
+        };
+        let every = WindowTails { sent: 3, held: 0 };
+        assert_eq!(WindowChain::held(held, 8948, every).usable, 22370);
+        assert_eq!(
+            WindowChain::held(held, 8948, WindowTails::default()).usable,
+            17896
+        );
+    }
+
+    #[test]
+    fn only_odd_windows_that_bind_count() {
+        let mut s = SenderSide::default();
+        // cwnd 2 × 8948 below the window: cwnd binds, the window's rest is moot.
+        s.on_tcp_rcv(0, &odd_window(100_000, 100_000, 2));
+        s.on_tcp_rcv(1_000, &odd_window(110_000, 122_370, 2));
+        // A whole number of segments (2 × 8948): nothing to send or hold.
+        s.on_tcp_rcv(
+            2_000,
+            &tt_tcp_rcv {
+                win_raw: 17896,
+                ..odd_window(120_000, 120_000, 30)
+            },
+        );
+        s.on_tcp_rcv(3_000, &odd_window(130_000, 137_896, 30));
+        // Nothing unsent at the next ACK: the sender had nothing to fill with.
+        s.on_tcp_rcv(
+            4_000,
+            &tt_tcp_rcv {
+                write_seq: 150_000,
+                ..odd_window(140_000, 150_000, 30)
+            },
+        );
+        assert_eq!(s.tails, WindowTails::default());
+        assert_eq!(
+            s.report(5_000).unwrap().mean_usable_as_sent,
+            s.report(5_000).unwrap().mean_usable_whole_segments
+        );
     }
 
     #[test]
