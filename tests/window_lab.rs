@@ -580,6 +580,7 @@ fn windows_are_filled_as_far_as_the_wire_shows() {
         window_scaling: false,
         ..Scenario::RwndLimited.config()
     };
+    // Each run its own share (0.87 to 1.00 in 7 runs), the wire's to 0.012.
     let run = traced_run(&cfg, "odd-windows");
     assert!(run.transfer.completed);
     let send = run.sender().window.send.expect("the sender's windows");
@@ -594,7 +595,7 @@ fn windows_are_filled_as_far_as_the_wire_shows() {
         odd >= 100 && tails.sent + tails.held >= 100,
         "{odd} {tails:?}"
     );
-    assert!((tails.sent_share() - wire_share).abs() < 0.1);
+    assert!((tails.sent_share() - wire_share).abs() < 0.03);
     let chain = run.sender().window.chain.expect("a window chain");
     assert_eq!(
         chain.usable,
