@@ -580,7 +580,10 @@ fn windows_are_filled_as_far_as_the_wire_shows() {
         window_scaling: false,
         ..Scenario::RwndLimited.config()
     };
-    // Each run its own share (0.87 to 1.00 in 7 runs), the wire's to 0.012.
+    // Each run its own share (0.59 to 1.00 in 9 runs). The windows filled
+    // are the wire's to 2 in 9 runs; the wire's odd edges also count the
+    // few windows the sender was not stopped at (TSQ, a write not yet
+    // made), so its share ran up to 0.025 lower.
     let run = traced_run(&cfg, "odd-windows");
     assert!(run.transfer.completed);
     let send = run.sender().window.send.expect("the sender's windows");
@@ -591,11 +594,11 @@ fn windows_are_filled_as_far_as_the_wire_shows() {
         "{tails:?} ({:.3}); the wire: {filled} of {odd} odd windows filled ({wire_share:.3})",
         tails.sent_share()
     );
-    assert!(
-        odd >= 100 && tails.sent + tails.held >= 100,
-        "{odd} {tails:?}"
-    );
-    assert!((tails.sent_share() - wire_share).abs() < 0.03);
+    let (counted, odd) = (tails.sent + tails.held, odd as u64);
+    assert!(odd >= 100 && counted >= 100, "{odd} {tails:?}");
+    assert!(tails.sent.abs_diff(filled as u64) <= 2 + odd / 100);
+    assert!(counted <= odd + odd / 100);
+    assert!((tails.sent_share() - wire_share).abs() < 0.05);
     let chain = run.sender().window.chain.expect("a window chain");
     assert_eq!(
         chain.usable,

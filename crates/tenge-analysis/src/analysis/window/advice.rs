@@ -2,7 +2,7 @@
 
 use super::alerts::{bps, rate, BEYOND_CEILING};
 use super::kernel::SpaceRule;
-use super::sender::SendWindow;
+use super::sender::{SendWindow, WindowTails};
 use crate::export::table::duration;
 use serde::Serialize;
 
@@ -429,13 +429,27 @@ impl Headers {
 /// For the window `free` offers (at most `window_max`, what an unscaled
 /// header carries) and the current `mss`: the largest MSS giving k whole
 /// segments, for the current k and the next three (`⌊window/k⌋`, leaving
-/// `window mod k` < k bytes), as MTUs with `headers`.
-pub fn mtu_choices(free: u64, window_max: u64, mss: u32, headers: Headers) -> Option<Advice> {
+/// `window mod k` < k bytes), as MTUs with `headers`. The receiver rounds
+/// the free space down to whole segments; a window the header cut is not
+/// rounded, and its rest past the last whole segment is lost only as far as
+/// the sender holds it back (`tails`).
+pub fn mtu_choices(
+    free: u64,
+    window_max: u64,
+    mss: u32,
+    headers: Headers,
+    tails: WindowTails,
+) -> Option<Advice> {
     let overhead = headers.bytes();
     let free_space = free.min(window_max);
     if mss == 0 || free_space < u64::from(mss) {
         return None;
     }
+    let cut = free > window_max;
+    let lost = |rest: u64| match cut {
+        true => ((1.0 - tails.sent_share()) * rest as f64).round() as u64,
+        false => rest,
+    };
     let current = free_space / u64::from(mss);
     let options: Vec<MtuOption> = (current..current + 4)
         .filter_map(|k| {
@@ -445,11 +459,12 @@ pub fn mtu_choices(free: u64, window_max: u64, mss: u32, headers: Headers) -> Op
                 mtu: mtu as u32,
                 mss: m as u32,
                 segments: k as u32,
-                lost_bytes: free_space - k * m,
+                lost_bytes: lost(free_space - k * m),
             })
         })
         .collect();
-    let current_lost_bytes = free_space % u64::from(mss);
+    let rest = free_space % u64::from(mss);
+    let current_lost_bytes = lost(rest);
     let best = options.first()?;
     // More free than a header carries: say so, not that the ceiling was free.
     let held = match free > window_max {
@@ -463,8 +478,15 @@ pub fn mtu_choices(free: u64, window_max: u64, mss: u32, headers: Headers) -> Op
         ),
         Headers::WithTimestamps(_) => format!("MTU {} with timestamps", best.mtu),
     };
+    let sent = match cut && tails.sent > 0 {
+        true => format!(
+            " (the sender sent the {rest} B past the last whole segment in {:.0}% of windows)",
+            tails.sent_share() * 100.0
+        ),
+        false => String::new(),
+    };
     let message = format!(
-        "{held} {current} × {mss} B segments, {current_lost_bytes} B unused; an MSS of {} ({mtu}) would use all but {} B",
+        "{held} {current} × {mss} B segments, {current_lost_bytes} B unused{sent}; an MSS of {} ({mtu}) would use all but {} B",
         best.mss, best.lost_bytes
     );
     Some(Advice::Mtu {
@@ -676,7 +698,13 @@ mod tests {
             current_lost_bytes,
             options,
             ..
-        }) = mtu_choices(33000, 65535, 8948, Headers::WithTimestamps(52))
+        }) = mtu_choices(
+            33000,
+            65535,
+            8948,
+            Headers::WithTimestamps(52),
+            WindowTails::default(),
+        )
         else {
             panic!()
         };
@@ -695,13 +723,24 @@ mod tests {
             ]
         );
         // 27001 B: k = 4 → 6750, 1 B left (27001 − 27000).
-        let Some(Advice::Mtu { options, .. }) =
-            mtu_choices(27001, 65535, 8948, Headers::WithTimestamps(52))
-        else {
+        let Some(Advice::Mtu { options, .. }) = mtu_choices(
+            27001,
+            65535,
+            8948,
+            Headers::WithTimestamps(52),
+            WindowTails::default(),
+        ) else {
             panic!()
         };
         assert_eq!((options[1].mss, options[1].lost_bytes), (6750, 1));
-        assert!(mtu_choices(2464, 65535, 8948, Headers::WithTimestamps(52)).is_none());
+        assert!(mtu_choices(
+            2464,
+            65535,
+            8948,
+            Headers::WithTimestamps(52),
+            WindowTails::default()
+        )
+        .is_none());
         // 100164 B free, unscaled: the window holds 65535 B of them, and the
         // message says both (the healthy lab without scaling).
         let Some(Advice::Mtu {
@@ -709,7 +748,13 @@ mod tests {
             current_lost_bytes,
             message,
             ..
-        }) = mtu_choices(100164, 65535, 8948, Headers::WithTimestamps(52))
+        }) = mtu_choices(
+            100164,
+            65535,
+            8948,
+            Headers::WithTimestamps(52),
+            WindowTails::default(),
+        )
         else {
             panic!()
         };
@@ -719,6 +764,32 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("(MTU 9414 with timestamps)"), "{message}");
+        // A sender that sent the 2899 B rest in 3 of 4 windows lost a
+        // quarter of it; an MSS of 9362 leaves 1 B (65535 = 7 × 9362 + 1),
+        // a quarter of which rounds to none.
+        let tails = WindowTails { sent: 3, held: 1 };
+        let Some(Advice::Mtu {
+            current_lost_bytes,
+            options,
+            message,
+            ..
+        }) = mtu_choices(100164, 65535, 8948, Headers::WithTimestamps(52), tails)
+        else {
+            panic!()
+        };
+        assert_eq!((current_lost_bytes, options[0].lost_bytes), (725, 0));
+        assert!(
+            message.contains("725 B unused (the sender sent the 2899 B past the last whole segment in 75% of windows)"),
+            "{message}"
+        );
+        // The receiver's rounding of a window the header did not cut is its own.
+        let Some(Advice::Mtu {
+            current_lost_bytes, ..
+        }) = mtu_choices(33000, 65535, 8948, Headers::WithTimestamps(52), tails)
+        else {
+            panic!()
+        };
+        assert_eq!(current_lost_bytes, 6156);
     }
 
     /// Without timestamps (mss-mismatch: MSS 8960 at MTU 9000), the MTU is
@@ -727,7 +798,13 @@ mod tests {
     fn mtus_with_the_headers_the_segments_carried() {
         let Some(Advice::Mtu {
             options, message, ..
-        }) = mtu_choices(32850, 65535, 8960, Headers::Seen(40))
+        }) = mtu_choices(
+            32850,
+            65535,
+            8960,
+            Headers::Seen(40),
+            WindowTails::default(),
+        )
         else {
             panic!()
         };

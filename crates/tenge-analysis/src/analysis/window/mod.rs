@@ -1704,6 +1704,7 @@ impl WindowAnalyzer {
                     advice::UNSCALED_WINDOW_MAX,
                     effective_sender_mss,
                     headers,
+                    tails,
                 ));
             }
         }
