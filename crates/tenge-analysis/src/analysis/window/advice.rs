@@ -467,7 +467,7 @@ pub fn mtu_choices(
     let current_lost_bytes = lost(rest);
     let best = options.first()?;
     // More free than a header carries: say so, not that the ceiling was free.
-    let held = match free > window_max {
+    let held = match cut {
         true => format!("{free} B free, of which an unscaled window carries {free_space} B:"),
         false => format!("{free_space} B free hold"),
     };
