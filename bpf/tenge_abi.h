@@ -93,7 +93,7 @@ struct tt_sendmsg {
 	__u32 snd_nxt;
 	__u32 sk_wmem_queued;
 	__u32 sk_sndbuf;
-	/* What may be sent now, as the write finds it (0 from fentry/kprobe). */
+	/* What may be sent now, as the write finds it (every backend since ABI 2). */
 	__u32 snd_cwnd;
 	__u32 snd_wnd;
 	__u32 mss_cache;
