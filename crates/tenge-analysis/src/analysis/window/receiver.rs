@@ -3,10 +3,10 @@
 //! the kernel actually stored and sent.
 
 use super::kernel::{
-    round_down_to, select_window, select_window_backlog_bounded, PriorOffer, ReceiveState, Rule,
-    Selection, SpaceRule, ICSK_ACK_NOMEM,
+    select_window, select_window_backlog_bounded, PriorOffer, ReceiveState, Rule, Selection,
+    SpaceRule, ICSK_ACK_NOMEM,
 };
-use super::sender::WindowTails;
+use super::sender::{whole_and_fillable, WindowTails};
 use super::TimeWeighted;
 use crate::event::{tcp_flags, tt_pkt, tt_window_adv};
 use serde::Serialize;
@@ -211,10 +211,10 @@ pub struct ReceiveWindow {
     pub mean_free_space: f64,
     pub mean_advertised: f64,
     pub mean_sender_usable: f64,
-    /// The mean window where it held one of the sender's segments (0 where
-    /// not: nothing can be sent into it), for [`ReceiveWindow::filled_by`].
+    /// The means of the windows' whole segments and of the windows where
+    /// they held one ([`whole_and_fillable`]), for [`ReceiveWindow::filled_by`].
     #[serde(skip)]
-    mean_fillable: f64,
+    mean_sender_ends: (f64, f64),
     pub mean_bytes_lost: f64,
     /// `tcp_full_space()` − what the window could offer: the data the
     /// reader keeps queued, or the space above the soft cap `rcv_ssthresh`
@@ -476,16 +476,13 @@ impl ReceiverSide {
         // The buffer's space the window could not offer: what the reader
         // left queued, or what lies above the soft cap rcv_ssthresh.
         let withheld = (selection.allowed_space - selection.offerable).max(0) as u64;
-        let usable = round_down_to(
-            u64::from(header),
-            u64::from(if sender_mss > 0 {
-                sender_mss
-            } else {
-                w.rcv_mss
-            }),
-        );
+        let segment = if sender_mss > 0 {
+            sender_mss
+        } else {
+            w.rcv_mss
+        };
+        let (usable, fillable) = whole_and_fillable(u64::from(header), segment);
         let unread = w.rcv_nxt.wrapping_sub(w.copied_seq);
-        let fillable = if usable > 0 { u64::from(header) } else { 0 };
         self.means.set(
             ts_ns,
             [
@@ -630,25 +627,25 @@ impl ReceiverSide {
             r.unread_over_window_fraction = over;
             r.mean_free_space = free;
             r.mean_advertised = advertised;
-            r.mean_sender_usable = usable;
-            r.mean_fillable = fillable;
+            r.mean_sender_ends = (usable, fillable);
             r.mean_bytes_lost = lost;
             r.mean_withheld = withheld;
             r.received_bps = self.bytes_received_held as f64 * 8e9 / self.means.held_ns() as f64;
             if free > 0.0 {
                 r.rounding_loss_fraction = lost / free;
-                r.compounded_loss_fraction = (1.0 - usable / free).max(0.0);
             }
+            r.filled_by(WindowTails::default());
         }
         r
     }
 }
 
 impl ReceiveWindow {
-    /// The sender's use of the windows as `tails` says it filled them (the
-    /// means count whole segments until the sender is known).
+    /// The sender's use of the windows as `tails` says it filled them
+    /// (whole segments until the sender is known).
     pub fn filled_by(&mut self, tails: WindowTails) {
-        self.mean_sender_usable = tails.as_sent(self.mean_sender_usable, self.mean_fillable);
+        let (whole, fillable) = self.mean_sender_ends;
+        self.mean_sender_usable = tails.as_sent(whole, fillable);
         if self.mean_free_space > 0.0 {
             self.compounded_loss_fraction =
                 (1.0 - self.mean_sender_usable / self.mean_free_space).max(0.0);

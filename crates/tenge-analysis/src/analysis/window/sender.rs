@@ -134,13 +134,20 @@ impl WindowTails {
         }
     }
 
-    /// What the sender filled of a window of `window` bytes, in bytes: none
-    /// of one smaller than a segment (`tcp_snd_wnd_test()` fits the first).
+    /// What the sender filled of a window of `window` bytes, in bytes.
     pub fn usable(&self, window: u64, segment: u32) -> u64 {
-        match round_down_to(window, u64::from(segment)) {
-            0 => 0,
-            whole => self.as_sent(whole as f64, window as f64).round() as u64,
-        }
+        let (whole, fillable) = whole_and_fillable(window, segment);
+        self.as_sent(whole as f64, fillable as f64).round() as u64
+    }
+}
+
+/// The two ends [`WindowTails::as_sent`] spans for a window: its whole
+/// segments, and the window itself where it holds one (none of a window
+/// smaller than a segment is sent: `tcp_snd_wnd_test()` fits the first).
+pub fn whole_and_fillable(window: u64, segment: u32) -> (u64, u64) {
+    match round_down_to(window, u64::from(segment)) {
+        0 => (0, 0),
+        whole => (whole, window),
     }
 }
 
@@ -255,8 +262,7 @@ impl SenderSide {
         }
         let segment = u64::from(self.segment());
         let usable = u64::from(view.window).min(u64::from(r.snd_cwnd) * segment);
-        let whole = round_down_to(usable, segment);
-        let fillable = if whole > 0 { usable } else { 0 };
+        let (whole, fillable) = whole_and_fillable(usable, self.segment());
         let values = [u64::from(view.window), usable, whole, fillable];
         let srtt = u64::from(self.srtt_us);
         let ceiling =
@@ -579,10 +585,8 @@ mod tests {
             },
         );
         assert_eq!(s.tails, WindowTails::default());
-        assert_eq!(
-            s.report(5_000).unwrap().mean_usable_as_sent,
-            s.report(5_000).unwrap().mean_usable_whole_segments
-        );
+        let rep = s.report(5_000).unwrap();
+        assert_eq!(rep.mean_usable_as_sent, rep.mean_usable_whole_segments);
     }
 
     #[test]
