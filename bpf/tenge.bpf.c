@@ -1492,12 +1492,21 @@ int tt_batch_flush(void *ctx)
 
 /* ---- cpu_sample: perf_event cpu-clock ------------------------------------ */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 4096);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, 127 * sizeof(__u64)); /* PERF_MAX_STACK_DEPTH */
-} tt_stacks SEC(".maps");
+/*
+ * Kernel and user stacks by id, in tables of their own: a stack whose slot
+ * another stack holds is not stored (-EEXIST, counted by the collector), so
+ * the two kinds do not crowd each other out. Sized from Rust (--stack-storage).
+ */
+#define STACK_TABLE(name)                                                                          \
+	struct {                                                                                   \
+		__uint(type, BPF_MAP_TYPE_STACK_TRACE);                                            \
+		__uint(max_entries, 16384); /* overridden from Rust */                             \
+		__uint(key_size, sizeof(__u32));                                                   \
+		__uint(value_size, 127 * sizeof(__u64)); /* PERF_MAX_STACK_DEPTH */                \
+	} name SEC(".maps")
+
+STACK_TABLE(tt_kstacks);
+STACK_TABLE(tt_ustacks);
 
 /* The name each sampled process was last sent with, by tgid. */
 struct {
@@ -1548,8 +1557,8 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	EMIT_BEGIN(ev, cpu_sample, &h, TT_KIND_CPU_SAMPLE);
 	ev->body.pid = (__u32)pid_tgid;
 	ev->body.tgid = pid_tgid >> 32;
-	ev->body.kstack_id = bpf_get_stackid(ctx, &tt_stacks, 0);
-	ev->body.ustack_id = bpf_get_stackid(ctx, &tt_stacks, BPF_F_USER_STACK);
+	ev->body.kstack_id = bpf_get_stackid(ctx, &tt_kstacks, 0);
+	ev->body.ustack_id = bpf_get_stackid(ctx, &tt_ustacks, BPF_F_USER_STACK);
 	SUBMIT(ev);
 	return 0;
 }

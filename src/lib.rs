@@ -3,7 +3,7 @@
 //! The crates follow the data: `bpf/` (C programs) → tenge-probe ([`probe`]:
 //! loading and attaching; [`collector`]: draining the ring buffer) →
 //! tenge-events ([`abi`]: the event layout generated from
-//! `bpf/tenge_abi.h`; [`event`]; [`hooks`]: the hook catalog;
+//! `bpf/tenge_abi.h`; [`event`]; [`hooks`]: the hook catalog; [`stacks`];
 //! [`trace_file`]: recording) → tenge-analysis ([`flow`]: the flow table;
 //! [`analysis`]: pure code over events; [`export`]: JSON, tables,
 //! flamegraphs, Prometheus; [`replay`]: a recording read back through them;
@@ -16,6 +16,6 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub use tenge_analysis::{analysis, export, flow, replay, synth, task};
-pub use tenge_events::{abi, event, hooks, os, plan, trace_file};
+pub use tenge_events::{abi, event, hooks, os, plan, stacks, trace_file};
 pub use tenge_lab::lab;
 pub use tenge_probe::{collector, probe};

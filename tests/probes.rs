@@ -4,16 +4,18 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
+use tenge_trace::abi::tt_cpu_sample;
 use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::{tcp_flags, Body, Event};
-use tenge_trace::probe::{check, Backend, Filters, Tracer, TracerOptions};
+use tenge_trace::probe::{check, Backend, CpuProfile, Filters, Tracer, TracerOptions};
+use tenge_trace::stacks::LostStacks;
 
 const TRANSFER_BYTES: usize = 4 << 20;
 
@@ -720,19 +722,16 @@ fn check_reports_this_machine() {
     assert_eq!(tcp_rcv.backend, Some(Backend::TpBtf));
 }
 
-#[test]
-fn cpu_samples_resolve_to_kernel_symbols() {
-    if !common::require_root("probes") {
-        return;
-    }
-    let _serial = serial();
+/// Half a second of CPU samples on every CPU, with stack tables of `stacks`
+/// slots: the tracer (to resolve them) and the samples.
+fn sample_cpus(stacks: u32) -> (Tracer, Vec<tt_cpu_sample>) {
     // Port 1 matches no traffic: only the perf_event samples get through.
     let options = TracerOptions {
         filters: Filters {
             port: Some(1),
             ..Filters::default()
         },
-        cpu_profile_hz: Some(499),
+        cpu_profile: Some(CpuProfile { hz: 499, stacks }),
         ..TracerOptions::default()
     };
     let mut tracer = Tracer::start(&options).expect("tracer starts");
@@ -745,25 +744,58 @@ fn cpu_samples_resolve_to_kernel_symbols() {
             &stop,
             deadline,
             &mut Callbacks(
-                |r: &[u8]| samples.push(Event::decode(r).unwrap()),
+                |r: &[u8]| {
+                    if let Body::CpuSample(s) = Event::decode(r).unwrap().body {
+                        samples.push(s)
+                    }
+                },
                 |_: &CollectStats| {},
             ),
         )
         .unwrap();
-    let kstacks: Vec<i32> = samples
-        .iter()
-        .filter_map(|ev| match ev.body {
-            Body::CpuSample(s) => Some(s.kstack_id),
-            _ => None,
-        })
-        .collect();
     // 2 CPUs x 499 Hz x 0.5 s, give or take the idle ticks the kernel skips.
-    assert!(kstacks.len() > 50, "{} samples", kstacks.len());
+    assert!(samples.len() > 50, "{} samples", samples.len());
+    (tracer, samples)
+}
+
+#[test]
+fn cpu_samples_resolve_to_kernel_symbols() {
+    if !common::require_root("probes") {
+        return;
+    }
+    let _serial = serial();
+    let (tracer, samples) = sample_cpus(CpuProfile::DEFAULT_STACKS);
+    let kstacks: Vec<i32> = samples.iter().map(|s| s.kstack_id).collect();
     let stacks = tracer.resolve_stacks(&kstacks);
     let frames: Vec<&String> = stacks.values().flatten().collect();
     assert!(!frames.is_empty());
     // Kernel frames are symbols, not addresses.
     assert!(frames.iter().any(|f| !f.starts_with("0x")), "{frames:?}");
+}
+
+/// The stack tables are as large as asked, and a stack whose slot another
+/// holds comes back as the error `LostStacks` counts: with one slot, one
+/// kernel stack is stored (id 0) and the different ones after it are lost.
+#[test]
+fn a_full_stack_table_loses_stacks_as_counted() {
+    if !common::require_root("probes") {
+        return;
+    }
+    let _serial = serial();
+    let (tracer, samples) = sample_cpus(1);
+    let mut lost = LostStacks::default();
+    samples.iter().for_each(|s| lost.observe(s));
+    let ids: BTreeSet<i32> = samples.iter().map(|s| s.kstack_id).collect();
+    assert!(
+        ids.iter().all(|&id| id <= 0),
+        "ids of a one-slot table: {ids:?}"
+    );
+    assert!(lost.kernel > 0, "{lost:?} of ids {ids:?}");
+    assert_eq!(
+        tracer.resolve_stacks(&[0]).len(),
+        usize::from(ids.contains(&0))
+    );
+    assert!(lost.warning().unwrap().contains("--stack-storage"));
 }
 
 /// Every hit of a hooked tracepoint either ran its program or is counted as

@@ -3,6 +3,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use tenge_trace::probe::CpuProfile;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -165,6 +166,12 @@ pub struct RecordArgs {
     /// Sampling frequency for --cpu-profile.
     #[arg(long, value_name = "HZ", default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub cpu_hz: u64,
+    /// Stacks each of the kernel and user stack tables of --cpu-profile holds (about 1 KiB
+    /// each, in kernel memory while recording). A stack whose slot another holds is lost:
+    /// its sample is drawn as [kernel_stack_lost] or [user_stack_lost] and counted.
+    #[arg(long, value_name = "STACKS", default_value_t = CpuProfile::DEFAULT_STACKS, requires = "cpu_profile",
+          value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    pub stack_storage: u32,
     /// Also count each hooked tracepoint's hits (perf) against its program's runs (bpf_stats,
     /// held on by a BPF_ENABLE_STATS descriptor while recording; no sysctl is written), to
     /// report the hits the kernel ran no program for, which no lost count can see. Costs every

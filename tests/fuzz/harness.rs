@@ -129,7 +129,7 @@ fn commands(bytes: &[u8], turn: u64) -> Outcome {
         if let Ok(folded) = replay::path_stacks(&mut open(false).unwrap(), None) {
             let _ = render_paths_svg(&folded, "paths", "ns", std::io::sink());
         }
-    } else if let Ok(folded) = replay::cpu_stacks(&mut open(false).unwrap()) {
+    } else if let Ok((folded, _)) = replay::cpu_stacks(&mut open(false).unwrap()) {
         let _ = render_svg(&folded, "cpu", std::io::sink());
     }
     if let Ok(mut strict) = open(true) {

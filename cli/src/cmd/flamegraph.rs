@@ -16,10 +16,11 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
     let mut out = OutputFile::create(&args.output, &[&args.input.file])?;
     let mut reader = args.input.open()?;
     let (folded, title) = if args.cpu {
-        (
-            replay::cpu_stacks(&mut reader)?,
-            "CPU time during the recording",
-        )
+        let (folded, lost) = replay::cpu_stacks(&mut reader)?;
+        if let Some(warning) = lost.warning() {
+            eprintln!("tenge-trace: {warning}");
+        }
+        (folded, "CPU time during the recording")
     } else {
         let mut folded = replay::path_stacks(&mut reader, args.flow)?;
         if let Some(direction) = args.direction {

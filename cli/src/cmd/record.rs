@@ -5,14 +5,17 @@ use crate::cli::RecordArgs;
 use std::process::ExitCode;
 use std::time::Instant;
 use tenge_trace::collector::{CollectStats, Collector, Recording, Sink};
-use tenge_trace::probe::HookHits;
+use tenge_trace::probe::{CpuProfile, HookHits};
 use tenge_trace::trace_file::{KernelPointers, TraceMeta, TraceSummary, TraceWriter};
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let flags = session::StopFlags::install()?;
     let stop = &flags.stop;
-    let cpu_profile_hz = args.cpu_profile.then_some(args.cpu_hz);
-    let (mut tracer, filters) = session::start(&args.filters, cpu_profile_hz, args.count_hits)?;
+    let cpu_profile = args.cpu_profile.then_some(CpuProfile {
+        hz: args.cpu_hz,
+        stacks: args.stack_storage,
+    });
+    let (mut tracer, filters) = session::start(&args.filters, cpu_profile, args.count_hits)?;
     let mut meta = TraceMeta::of_session(
         tracer.plan(),
         &filters,
@@ -69,6 +72,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     };
     drop(tracer);
     let flows = recording.sockets();
+    let lost_stacks = recording.lost_stacks();
     recording.finish(&summary)?;
 
     eprintln!(
@@ -80,6 +84,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         args.output.display()
     );
     session::report_lost(&stats);
+    if let Some(warning) = lost_stacks.warning() {
+        eprintln!("tenge-trace: {warning}");
+    }
     if let Some(hits) = &summary.hook_hits {
         report_hits(hits);
     }

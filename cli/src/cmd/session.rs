@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tenge_trace::collector::CollectStats;
-use tenge_trace::probe::{Filters, ProbePlan, TaskFilter, Tracer, TracerOptions};
+use tenge_trace::probe::{CpuProfile, Filters, ProbePlan, TaskFilter, Tracer, TracerOptions};
 
 /// How a session is told to stop: `stop` by anything (duration, command exit,
 /// a signal), `signalled` only by SIGINT/SIGTERM. The first signal stops the
@@ -144,13 +144,13 @@ pub fn flow_filters(args: &FlowFilterArgs) -> anyhow::Result<Filters> {
 /// asked), and the filters it applies.
 pub fn start(
     args: &FilterArgs,
-    cpu_profile_hz: Option<u64>,
+    cpu_profile: Option<CpuProfile>,
     count_hits: bool,
 ) -> anyhow::Result<(Tracer, Filters)> {
     let options = TracerOptions {
         filters: filters(args)?,
         ring_bytes: args.ring_mib << 20,
-        cpu_profile_hz,
+        cpu_profile,
         count_hits,
         per_hook: args.journeys.per_hook,
         ..Default::default()

@@ -13,6 +13,7 @@ use crate::export::json::{event_json, event_text};
 use crate::flow::FlowTable;
 use crate::trace_file::{TraceError, TraceReader, HOLD_NS};
 use std::collections::HashMap;
+use tenge_events::stacks::{lost_to_full_table, LostStacks, KERNEL_STACK_LOST, USER_STACK_LOST};
 
 /// The heap any of these functions takes, at most, per byte of the file
 /// read, on top of [`MEMORY_BASE`]: checked by the fuzz harness on every input.
@@ -91,12 +92,16 @@ pub fn path_stacks(reader: &mut TraceReader, flow: Option<u64>) -> Result<Vec<St
 }
 
 /// CPU samples as folded stacks, root first: process, user frames (`[user]`
-/// when the recording could not name them), kernel frames.
-pub fn cpu_stacks(reader: &mut TraceReader) -> Result<Vec<String>, TraceError> {
+/// when the recording could not name them), kernel frames; a stack the
+/// kernel's table had no room for as one frame that says so. With the
+/// samples' count of such stacks.
+pub fn cpu_stacks(reader: &mut TraceReader) -> Result<(Vec<String>, LostStacks), TraceError> {
     let mut counts: HashMap<(u32, i32, i32), u64> = HashMap::new();
+    let mut lost = LostStacks::default();
     let summary = reader
         .for_each(|ev| {
             if let Body::CpuSample(s) = ev.body {
+                lost.observe(&s);
                 *counts
                     .entry((s.tgid, s.kstack_id, s.ustack_id))
                     .or_default() += 1;
@@ -114,13 +119,70 @@ pub fn cpu_stacks(reader: &mut TraceReader) -> Result<Vec<String>, TraceError> {
             // Stacks are stored leaf first.
             Some(user) => frames.extend(user.iter().rev().cloned()),
             None if ustack >= 0 => frames.push("[user]".into()),
+            None if lost_to_full_table(ustack) => frames.push(USER_STACK_LOST.into()),
             None => {}
         }
-        if let Some(kernel) = summary.stacks.get(&kstack) {
-            // Stacks are stored leaf first.
-            frames.extend(kernel.iter().rev().cloned());
+        match summary.stacks.get(&kstack) {
+            Some(kernel) => frames.extend(kernel.iter().rev().cloned()),
+            None if lost_to_full_table(kstack) => frames.push(KERNEL_STACK_LOST.into()),
+            None => {}
         }
         (frames, count)
     });
-    Ok(folded_cpu(samples))
+    Ok((folded_cpu(samples), lost))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{tt_cpu_sample, tt_hdr};
+    use crate::trace_file::{TraceMeta, TraceSummary, TraceWriter};
+    use std::collections::BTreeMap;
+    use tenge_events::stacks::TABLE_FULL;
+
+    /// Samples whose stacks were stored, lost to a full table, or never
+    /// there (-EFAULT: no user stack in a kernel thread), folded root first.
+    #[test]
+    fn cpu_stacks_draw_lost_stacks_and_count_them() {
+        let path = std::env::temp_dir().join(format!("tt-replay-cpu-{}.ttr", std::process::id()));
+        let mut writer = TraceWriter::create(&path, &TraceMeta::for_this_host()).unwrap();
+        let (lost, no_stack) = (TABLE_FULL, -14);
+        for (kstack_id, ustack_id) in [(5, 9), (5, 9), (lost, 9), (5, lost), (lost, no_stack)] {
+            let sample = tt_cpu_sample {
+                pid: 7,
+                tgid: 7,
+                kstack_id,
+                ustack_id,
+            };
+            let mut record = Vec::new();
+            Event::new(tt_hdr::default(), Body::CpuSample(sample)).encode(&mut record);
+            writer.write_record(&record).unwrap();
+        }
+        let summary = TraceSummary {
+            stacks: BTreeMap::from([(5, vec!["leaf_k".into(), "root_k".into()])]),
+            user_stacks: BTreeMap::from([("7:9".into(), vec!["leaf_u".into(), "main".into()])]),
+            process_names: BTreeMap::from([(7, "app".into())]),
+            ..TraceSummary::default()
+        };
+        writer.finish(&summary).unwrap();
+        let (folded, counted) = cpu_stacks(&mut TraceReader::open(&path).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(
+            folded,
+            [
+                "app;[kernel_stack_lost] 1",
+                "app;[user_stack_lost];root_k;leaf_k 1",
+                "app;main;leaf_u;[kernel_stack_lost] 1",
+                "app;main;leaf_u;root_k;leaf_k 2",
+            ]
+        );
+        assert_eq!(
+            counted,
+            LostStacks {
+                samples: 5,
+                kernel: 2,
+                user: 1
+            }
+        );
+    }
 }

@@ -23,6 +23,7 @@ use std::mem::offset_of;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tenge_events::fast_hash::FastHasher;
+use tenge_events::stacks::LostStacks;
 
 /// How often a sampled process's mappings are read again (see `Recording::read_maps`).
 const MAPS_REREAD_NS: u64 = 250_000_000;
@@ -348,6 +349,7 @@ pub struct Recording {
     /// When each process's mappings were read, by its samples' clock.
     maps_read_ns: BTreeMap<u32, u64>,
     process_names: BTreeMap<u32, String>,
+    lost_stacks: LostStacks,
     /// The cgroups of sock_task events.
     cgroups: crate::os::CgroupNames,
 }
@@ -362,6 +364,7 @@ impl Recording {
             maps: BTreeMap::new(),
             maps_read_ns: BTreeMap::new(),
             process_names: BTreeMap::new(),
+            lost_stacks: LostStacks::default(),
             cgroups: crate::os::CgroupNames::default(),
         }
     }
@@ -385,6 +388,7 @@ impl Recording {
     fn cpu_sample(&mut self, record: &[u8]) {
         let mut ev = Event::zeroed();
         if let (Some(_), Body::CpuSample(s)) = (Event::decode_first(record, &mut ev), ev.body) {
+            self.lost_stacks.observe(&s);
             if s.kstack_id >= 0 {
                 self.stack_ids.insert(s.kstack_id);
             }
@@ -453,6 +457,11 @@ impl Recording {
     /// mappings, for [`Tracer::resolve_user_stacks`].
     pub fn user_stacks(&self) -> (&BTreeSet<(u32, i32)>, &BTreeMap<u32, ProcessMaps>) {
         (&self.user_stacks, &self.maps)
+    }
+
+    /// The CPU samples, and those whose stacks the kernel had no room for.
+    pub fn lost_stacks(&self) -> LostStacks {
+        self.lost_stacks
     }
 
     /// Names of the processes the CPU samples hit, by tgid.
@@ -534,6 +543,7 @@ mod tests {
     use crate::abi::tt_cpu_sample;
     use crate::trace_file::{TraceMeta, TraceReader, TraceSummary};
     use tenge_analysis::flow::FlowTable;
+    use tenge_events::stacks::TABLE_FULL;
 
     /// A record of every kind with a cookie of its own kind, each twice, and
     /// one more of each with cookie 7, in the kernel's layout.
@@ -590,7 +600,7 @@ mod tests {
         let writer = TraceWriter::create(&path, &TraceMeta::for_this_host()).unwrap();
         let mut recording = Recording::new(writer);
         let me = std::process::id();
-        for (kstack_id, ustack_id) in [(5, -1), (5, 9), (-14, -1)] {
+        for (kstack_id, ustack_id) in [(5, -1), (5, 9), (-14, -1), (TABLE_FULL, TABLE_FULL)] {
             let sample = tt_cpu_sample {
                 pid: me,
                 tgid: me,
@@ -603,6 +613,8 @@ mod tests {
         }
         // Kernel stacks by id; user stacks by process, whose mappings were read.
         assert_eq!(recording.stack_ids(), [5]);
+        let lost = recording.lost_stacks();
+        assert_eq!((lost.samples, lost.kernel, lost.user), (4, 1, 1));
         let (user, maps) = recording.user_stacks();
         assert_eq!(user, &BTreeSet::from([(me, 9)]));
         assert!(!maps[&me].is_empty());

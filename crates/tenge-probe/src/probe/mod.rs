@@ -97,8 +97,8 @@ pub struct TracerOptions {
     pub filters: Filters,
     /// Ring buffer size: a power of two, at least one page.
     pub ring_bytes: u32,
-    /// Sample on-CPU stacks at this frequency (cpu-clock, every CPU).
-    pub cpu_profile_hz: Option<u64>,
+    /// Sample on-CPU stacks (cpu-clock, every CPU).
+    pub cpu_profile: Option<CpuProfile>,
     /// The backends to try for each probe, in order (default: [`Backend::LADDER`]).
     /// Narrow it to compare backends or to avoid one.
     pub backends: Vec<Backend>,
@@ -128,12 +128,28 @@ impl Default for TracerOptions {
         TracerOptions {
             filters: Filters::default(),
             ring_bytes: 16 << 20,
-            cpu_profile_hz: None,
+            cpu_profile: None,
             backends: Backend::LADDER.to_vec(),
             per_hook: false,
             count_hits: false,
         }
     }
+}
+
+/// On-CPU stack sampling: how often, and how many stacks each of the
+/// kernel's two stack tables (kernel, user) holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuProfile {
+    /// Samples per second on each CPU.
+    pub hz: u64,
+    /// Slots per table (the kernel rounds up to a power of two), about 1 KiB
+    /// each: a stack whose slot another stack holds is lost
+    /// ([`tenge_events::stacks`]), so fill a table by an eighth at most.
+    pub stacks: u32,
+}
+
+impl CpuProfile {
+    pub const DEFAULT_STACKS: u32 = 16384;
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -181,6 +197,11 @@ impl Tracer {
             .override_global("wakeup_bytes", &wakeup_bytes, true)
             .override_global("per_hook", &per_hook, true)
             .map_max_entries("events", ring_bytes);
+        // Unused tables take one slot each.
+        let stacks = options.cpu_profile.map_or(1, |p| p.stacks);
+        for table in STACK_TABLES {
+            loader.map_max_entries(table, stacks);
+        }
         let mut loaded = plan::load_object(&mut loader, TENGE_OBJ)?;
         // Before the probes attach: what they trace until sampling by time
         // takes over (below) is traced whole.
@@ -196,8 +217,8 @@ impl Tracer {
         let plan = tracefs::with(|| plan::attach_all(&mut loaded, &btf, &ladder));
         let (mut ebpf, mut links) = (loaded.ebpf, loaded.links);
         plan::require_attached(&plan)?;
-        if let Some(hz) = options.cpu_profile_hz {
-            attach_cpu_profile(&mut ebpf, hz, &cpus)?;
+        if let Some(profile) = options.cpu_profile {
+            attach_cpu_profile(&mut ebpf, profile.hz, &cpus)?;
         }
         let ring = Ring::new(ebpf.take_map("events").context("no events map")?)?;
         let slices = sliced(
@@ -343,7 +364,10 @@ impl Tracer {
     pub fn resolve_stacks(&self, ids: &[i32]) -> HashMap<i32, Vec<String>> {
         let symbolizer = blazesym::symbolize::Symbolizer::new();
         ids.iter()
-            .filter_map(|&id| Some((id, symbols::kernel_frames(&symbolizer, &self.stack(id)?))))
+            .filter_map(|&id| {
+                let frames = symbols::kernel_frames(&symbolizer, &self.stack(KERNEL_STACKS, id)?);
+                Some((id, frames))
+            })
             .collect()
     }
 
@@ -361,19 +385,24 @@ impl Tracer {
             .iter()
             .filter_map(|&(tgid, id)| {
                 let maps = maps.get(&tgid).unwrap_or(&none);
-                let frames = symbols::user_frames(&symbolizer, maps, &self.stack(id)?);
+                let frames = symbols::user_frames(&symbolizer, maps, &self.stack(USER_STACKS, id)?);
                 Some((format!("{tgid}:{id}"), frames))
             })
             .collect()
     }
 
-    /// The addresses of stack `id` of the stack map, leaf first.
-    fn stack(&self, id: i32) -> Option<Vec<u64>> {
-        let stacks = StackTraceMap::try_from(self.ebpf.map("tt_stacks")?).ok()?;
+    /// The addresses of stack `id` of stack table `table`, leaf first.
+    fn stack(&self, table: &str, id: i32) -> Option<Vec<u64>> {
+        let stacks = StackTraceMap::try_from(self.ebpf.map(table)?).ok()?;
         let trace = stacks.get(&u32::try_from(id).ok()?, 0).ok()?;
         Some(trace.frames().iter().map(|f| f.ip).collect())
     }
 }
+
+/// The stack tables of tenge.bpf.c's cpu_sample.
+const KERNEL_STACKS: &str = "tt_kstacks";
+const USER_STACKS: &str = "tt_ustacks";
+const STACK_TABLES: [&str; 2] = [KERNEL_STACKS, USER_STACKS];
 
 /// The per-CPU maps of tenge.bpf.c that hold packets between hooks.
 const JOURNEY_MAPS: [&str; 4] = ["tx_journeys", "rx_journeys", "rx_entries", "xmit_stash"];
