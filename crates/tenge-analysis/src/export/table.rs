@@ -313,7 +313,7 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
                 .map_or("as the receiver chose it", |class| class
                     .describe(c.free_space, c.advertised)),
             c.usable,
-            c.tails.describe(),
+            c.usable_rule(),
             pct(c.compounded_loss_fraction)
         );
     }

@@ -20,6 +20,8 @@ pub struct WindowChain {
     /// sent (see [`WindowChain::held`]).
     pub shaped_by: Option<WindowClass>,
     pub usable: u64,
+    /// The segment `usable` counts in.
+    pub sender_mss: u32,
     /// How the sender used windows with the rest of a segment (`usable`
     /// counts the rest in the share of them it sent).
     pub tails: WindowTails,
@@ -63,6 +65,18 @@ impl WindowChain {
         }
     }
 
+    /// How `usable` follows from `advertised`, as the report says it: by
+    /// the windows with a rest only where this one has one.
+    pub fn usable_rule(&self) -> String {
+        match whole_and_fillable(self.advertised, self.sender_mss) {
+            (0, _) => "less than one of the sender's segments: nothing can be sent".into(),
+            (whole, fillable) if whole == fillable => {
+                "a whole number of the sender's segments".into()
+            }
+            _ => self.tails.describe(),
+        }
+    }
+
     fn from_advertised(
         free_space: u64,
         advertised: u64,
@@ -77,6 +91,7 @@ impl WindowChain {
             advertised,
             shaped_by,
             usable,
+            sender_mss,
             tails,
             compounded_loss_bytes: lost,
             compounded_loss_fraction: if free_space == 0 {
@@ -559,6 +574,14 @@ mod tests {
             WindowChain::held(held, 8948, WindowTails::default()).usable,
             17896
         );
+        // The chain speaks of the rest only where its window has one.
+        let half = WindowTails { sent: 1, held: 1 };
+        let rule = |advertised, mss| {
+            WindowChain::held(HeldWindow { advertised, ..held }, mss, half).usable_rule()
+        };
+        assert!(rule(22370, 8948).contains("the rest of one in 50% of windows"));
+        assert_eq!(rule(17896, 8948), "a whole number of the sender's segments");
+        assert!(rule(8000, 8948).starts_with("less than one"));
     }
 
     #[test]
