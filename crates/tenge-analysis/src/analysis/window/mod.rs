@@ -38,6 +38,7 @@ use crate::export::table::duration;
 use crate::flow::{place, prefetch_span, FastMap};
 use crate::task::{SocketTasks, Task};
 use alerts::{achieved_text, bps, rate, Episode, RateMarks, Turn};
+use kernel::Rule;
 use limits::{estimate_hz, ChronoSample, LimitTracker, SenderState};
 use receiver::{LossCause, ReceiverSide};
 use sender::SenderSide;
@@ -1731,15 +1732,26 @@ impl WindowAnalyzer {
 /// The latest window's loss, the cap's part and the rounding's: "; the
 /// latest window: 29312 B free, 7221 B above the cap, 371 B to the rounding".
 fn split_text(latest: &Classified) -> String {
-    match latest.class {
-        WindowClass::MssRounded if latest.above_ssthresh > 0 => format!(
-            "; the latest window: {} B free, {} B above the cap, {} B to the rounding",
-            latest.free,
-            latest.above_ssthresh,
-            latest.lost - latest.above_ssthresh
-        ),
-        _ => String::new(),
+    if latest.class != WindowClass::MssRounded || latest.above_ssthresh == 0 {
+        return String::new();
     }
+    let rounding = latest.lost - latest.above_ssthresh;
+    let sel = &latest.selection;
+    let rounded = sel.offerable - sel.offerable % sel.mss.max(1);
+    let how = match sel.rule {
+        // An offer made under an earlier cap or rcv_mss: the rounding's
+        // arithmetic does not give it, the hysteresis does.
+        Rule::KeptPrevious if i64::from(sel.proposed) != rounded => format!(
+            "to the rounding's hysteresis (the previous offer, {} B, is kept while within \
+             rcv_mss {} below the cap; rounding would offer {rounded} B)",
+            sel.proposed, sel.mss
+        ),
+        _ => "to the rounding".to_string(),
+    };
+    format!(
+        "; the latest window: {} B free, {} B above the cap, {rounding} B {how}",
+        latest.free, latest.above_ssthresh,
+    )
 }
 
 /// A stall in words: how long the window stayed below one MSS, and what

@@ -854,6 +854,40 @@ fn mss_clamp_under_the_soft_cap_says_what_the_cap_took() {
     );
 }
 
+/// The same receiver where the offer is one made before (under another cap
+/// or rcv_mss) and kept, as `__tcp_select_window()` keeps an offer within
+/// one MSS below the free space: 21000 B, not the 21720 B rounding gives;
+/// the alert's split adds up to the kept offer, and says why.
+#[test]
+fn mss_clamp_says_when_the_window_is_a_kept_offer() {
+    let r = &RECEIVER;
+    let mut events = vec![receiver_srtt_1ms()];
+    let mut rcv_nxt = 1000u32;
+    for i in 0..40u64 {
+        let adv = tt_window_adv {
+            rcv_ssthresh: 22091,
+            rcv_mss: 1448,
+            advmss: 1448,
+            ..paper_adv(65072, rcv_nxt, 21000)
+        };
+        events.push(r.adv(i * MS, adv));
+        rcv_nxt += 21000;
+    }
+    let (alerts, report) = run(WindowConfig::default(), &events);
+    let w = &report.flows[0].window.receive;
+    assert_eq!(w.mss_rounded_count + w.model_mismatches, 40);
+    assert!(w.model_mismatches <= 1, "{w:?}");
+    let message = only_mss_clamp(&alerts);
+    assert!(
+        message.ends_with(
+            "; the latest window: 33000 B free, 10909 B above the cap, 1091 B to the rounding's \
+             hysteresis (the previous offer, 21000 B, is kept while within rcv_mss 1448 below \
+             the cap; rounding would offer 21720 B)"
+        ),
+        "{message}"
+    );
+}
+
 #[test]
 fn mss_clamp_alert_once_per_episode() {
     let r = &RECEIVER;
