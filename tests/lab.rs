@@ -659,3 +659,39 @@ fn iperf3_between_the_namespaces() {
     println!("iperf3 mtu 1500: {:.2} Gbit/s", bps / 1e9);
     assert!(bps > 100e6, "{bps}");
 }
+
+/// The receive-buffer advice's warning rests on this: `setsockopt(SO_RCVBUF)`
+/// cuts the value to `net.core.rmem_max` before doubling it (root or not;
+/// only SO_RCVBUFFORCE passes it), as `rmem_max_cut` tells.
+#[test]
+fn so_rcvbuf_above_rmem_max_is_cut_to_it() {
+    use std::os::fd::AsRawFd;
+    let rmem_max = tenge_trace::os::rmem_max().expect("net.core.rmem_max");
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let asked = (rmem_max + 65536) as libc::c_int;
+    let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: an int option of a socket this test owns.
+    let set = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&asked as *const libc::c_int).cast(),
+            len,
+        )
+    };
+    assert_eq!(set, 0);
+    let (mut got, mut got_len): (libc::c_int, libc::socklen_t) = (0, len);
+    // SAFETY: as above.
+    let read = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut got as *mut libc::c_int).cast(),
+            &mut got_len,
+        )
+    };
+    assert_eq!(read, 0);
+    assert_eq!(got as u64, 2 * rmem_max, "asked {asked}");
+}

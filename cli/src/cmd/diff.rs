@@ -36,7 +36,8 @@ fn report_of(file: &std::path::Path, strict: bool) -> anyhow::Result<Report> {
     };
     let mut reader = input.open()?;
     let paths = PathConfig::of_recording(reader.meta());
-    let cfg = super::report::analysis_config(&AlertArgs::default(), paths);
+    let rmem_max = reader.meta().rmem_max;
+    let cfg = super::report::analysis_config(&AlertArgs::default(), paths, rmem_max);
     let report = replay::report(&mut reader, cfg)?;
     input.warn_damage(&reader);
     Ok(report)

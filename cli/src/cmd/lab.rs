@@ -49,7 +49,8 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         sample_every: args.sample,
         ..PathConfig::default()
     };
-    let mut analysis = Analysis::new(super::report::analysis_config(&args.alerts, paths));
+    let analysis_config = super::report::analysis_config(&args.alerts, paths, os::rmem_max());
+    let mut analysis = Analysis::new(analysis_config);
     let mut sink = LabSink {
         writer: &writer,
         analysis: &mut analysis,

@@ -9,10 +9,16 @@ use tenge_trace::export::table::render_report;
 use tenge_trace::replay;
 
 /// The analyses' settings from the command line, and `paths` (sampled as the events were).
-pub fn analysis_config(alerts: &AlertArgs, paths: PathConfig) -> AnalysisConfig {
+/// `rmem_max`: the recording host's (its `TraceMeta`), or this host's live.
+pub fn analysis_config(
+    alerts: &AlertArgs,
+    paths: PathConfig,
+    rmem_max: Option<u64>,
+) -> AnalysisConfig {
     let mut cfg = AnalysisConfig::default();
     cfg.window.threshold_pct = alerts.threshold;
     cfg.window.min_duration_ns = alerts.min_duration * 1_000_000;
+    cfg.window.rmem_max = rmem_max;
     cfg.paths = paths;
     cfg
 }
@@ -37,7 +43,8 @@ pub fn retire_config(args: &RetireArgs, by_default: bool) -> anyhow::Result<Opti
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut reader = args.input.open()?;
-    let mut cfg = analysis_config(&args.alerts, PathConfig::of_recording(reader.meta()));
+    let meta = reader.meta();
+    let mut cfg = analysis_config(&args.alerts, PathConfig::of_recording(meta), meta.rmem_max);
     // Off by default: a recording's report shows every socket, as it always did.
     cfg.retire = retire_config(&args.retire, false)?;
     let report = replay::report(&mut reader, cfg)?;

@@ -36,7 +36,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         sample_slice_ns: filters.sample_slice_ns,
         ..PathConfig::default()
     };
-    let mut cfg = super::report::analysis_config(&args.alerts, paths);
+    let mut cfg = super::report::analysis_config(&args.alerts, paths, os::rmem_max());
     // Watches run for hours: closed and idle sockets are retired.
     cfg.retire = super::report::retire_config(&args.retire, true)?;
     let analysis = RefCell::new(Analysis::new(cfg));

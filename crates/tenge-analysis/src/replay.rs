@@ -13,7 +13,7 @@ use crate::export::json::{event_json, event_text};
 use crate::flow::FlowTable;
 use crate::trace_file::{TraceError, TraceReader, HOLD_NS};
 use std::collections::HashMap;
-use tenge_events::stacks::{lost_to_full_table, LostStacks, KERNEL_STACK_LOST, USER_STACK_LOST};
+use tenge_events::stacks::{slot_taken, LostStacks, KERNEL_STACK_LOST, USER_STACK_LOST};
 
 /// The heap any of these functions takes, at most, per byte of the file
 /// read, on top of [`MEMORY_BASE`]: checked by the fuzz harness on every input.
@@ -93,8 +93,8 @@ pub fn path_stacks(reader: &mut TraceReader, flow: Option<u64>) -> Result<Vec<St
 
 /// CPU samples as folded stacks, root first: process, user frames (`[user]`
 /// when the recording could not name them), kernel frames; a stack the
-/// kernel's table had no room for as one frame that says so. With the
-/// samples' count of such stacks.
+/// kernel did not store (another held its slot) as one frame that says so.
+/// With the samples' count of such stacks.
 pub fn cpu_stacks(reader: &mut TraceReader) -> Result<(Vec<String>, LostStacks), TraceError> {
     let mut counts: HashMap<(u32, i32, i32), u64> = HashMap::new();
     let mut lost = LostStacks::default();
@@ -119,12 +119,12 @@ pub fn cpu_stacks(reader: &mut TraceReader) -> Result<(Vec<String>, LostStacks),
             // Stacks are stored leaf first.
             Some(user) => frames.extend(user.iter().rev().cloned()),
             None if ustack >= 0 => frames.push("[user]".into()),
-            None if lost_to_full_table(ustack) => frames.push(USER_STACK_LOST.into()),
+            None if slot_taken(ustack) => frames.push(USER_STACK_LOST.into()),
             None => {}
         }
         match summary.stacks.get(&kstack) {
             Some(kernel) => frames.extend(kernel.iter().rev().cloned()),
-            None if lost_to_full_table(kstack) => frames.push(KERNEL_STACK_LOST.into()),
+            None if slot_taken(kstack) => frames.push(KERNEL_STACK_LOST.into()),
             None => {}
         }
         (frames, count)
@@ -138,15 +138,15 @@ mod tests {
     use crate::abi::{tt_cpu_sample, tt_hdr};
     use crate::trace_file::{TraceMeta, TraceSummary, TraceWriter};
     use std::collections::BTreeMap;
-    use tenge_events::stacks::TABLE_FULL;
+    use tenge_events::stacks::SLOT_TAKEN;
 
-    /// Samples whose stacks were stored, lost to a full table, or never
+    /// Samples whose stacks were stored, lost to a taken slot, or never
     /// there (-EFAULT: no user stack in a kernel thread), folded root first.
     #[test]
     fn cpu_stacks_draw_lost_stacks_and_count_them() {
         let path = std::env::temp_dir().join(format!("tt-replay-cpu-{}.ttr", std::process::id()));
         let mut writer = TraceWriter::create(&path, &TraceMeta::for_this_host()).unwrap();
-        let (lost, no_stack) = (TABLE_FULL, -14);
+        let (lost, no_stack) = (SLOT_TAKEN, -14);
         for (kstack_id, ustack_id) in [(5, 9), (5, 9), (lost, 9), (5, lost), (lost, no_stack)] {
             let sample = tt_cpu_sample {
                 pid: 7,

@@ -22,6 +22,15 @@ pub fn kernel_release() -> String {
 }
 
 /// The host's name (`uname -n`).
+/// `net.core.rmem_max`: the most `SO_RCVBUF` sets (before the kernel doubles it).
+pub fn rmem_max() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 pub fn hostname() -> String {
     uname_field(|u| &u.nodename)
 }

@@ -5,15 +5,16 @@
 
 use crate::abi::tt_cpu_sample;
 
-/// The frame a sample whose stack the table had no room for is drawn with.
+/// The frame a sample whose stack was not stored is drawn with.
 pub const KERNEL_STACK_LOST: &str = "[kernel_stack_lost]";
 pub const USER_STACK_LOST: &str = "[user_stack_lost]";
 
-/// The stack id of a stack the table held another stack in the slot of.
-pub const TABLE_FULL: i32 = -libc::EEXIST;
+/// The stack id `bpf_get_stackid()` gives where a different stack holds the
+/// slot the stack's hash picks: however empty the table, two stacks collide.
+pub const SLOT_TAKEN: i32 = -libc::EEXIST;
 
-pub fn lost_to_full_table(stack_id: i32) -> bool {
-    stack_id == TABLE_FULL
+pub fn slot_taken(stack_id: i32) -> bool {
+    stack_id == SLOT_TAKEN
 }
 
 /// Samples counted, and those whose kernel or user stack was lost.
@@ -27,8 +28,8 @@ pub struct LostStacks {
 impl LostStacks {
     pub fn observe(&mut self, sample: &tt_cpu_sample) {
         self.samples += 1;
-        self.kernel += u64::from(lost_to_full_table(sample.kstack_id));
-        self.user += u64::from(lost_to_full_table(sample.ustack_id));
+        self.kernel += u64::from(slot_taken(sample.kstack_id));
+        self.user += u64::from(slot_taken(sample.ustack_id));
     }
 
     /// What to tell the user when stacks were lost, none otherwise.
@@ -39,8 +40,9 @@ impl LostStacks {
         let share = |n: u64| 100.0 * n as f64 / self.samples.max(1) as f64;
         Some(format!(
             "{} of {} CPU samples ({:.1}%) lost their kernel stack and {} ({:.1}%) their user \
-             stack to a full stack table (drawn as {KERNEL_STACK_LOST} and {USER_STACK_LOST}); \
-             record with a larger --stack-storage",
+             stack: another stack held the slot of the kernel's stack table that theirs \
+             hashed to (drawn as {KERNEL_STACK_LOST} and {USER_STACK_LOST}); a larger \
+             --stack-storage makes that rarer",
             self.kernel,
             self.samples,
             share(self.kernel),
@@ -57,7 +59,7 @@ mod tests {
     #[test]
     fn only_a_full_table_counts_as_lost() {
         let mut lost = LostStacks::default();
-        for (kstack_id, ustack_id) in [(3, 4), (TABLE_FULL, -libc::EFAULT), (5, TABLE_FULL)] {
+        for (kstack_id, ustack_id) in [(3, 4), (SLOT_TAKEN, -libc::EFAULT), (5, SLOT_TAKEN)] {
             lost.observe(&tt_cpu_sample {
                 kstack_id,
                 ustack_id,

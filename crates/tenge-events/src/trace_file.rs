@@ -103,6 +103,10 @@ pub struct TraceMeta {
     /// `location`) are; files from before this field kept them.
     #[serde(default = "KernelPointers::kept")]
     pub kernel_pointers: KernelPointers,
+    /// `net.core.rmem_max` of the recording host: `SO_RCVBUF` is cut to it,
+    /// so the receive-buffer advice needs it. None in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rmem_max: Option<u64>,
 }
 
 /// Kernel addresses as a recording stores them.
@@ -211,6 +215,7 @@ impl TraceMeta {
             sample_block_bytes: crate::event::SAMPLE_BLOCK,
             record_sizes,
             kernel_pointers: KernelPointers::Hashed,
+            rmem_max: crate::os::rmem_max(),
             ..Default::default()
         }
     }

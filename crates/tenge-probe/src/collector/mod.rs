@@ -543,7 +543,7 @@ mod tests {
     use crate::abi::tt_cpu_sample;
     use crate::trace_file::{TraceMeta, TraceReader, TraceSummary};
     use tenge_analysis::flow::FlowTable;
-    use tenge_events::stacks::TABLE_FULL;
+    use tenge_events::stacks::SLOT_TAKEN;
 
     /// A record of every kind with a cookie of its own kind, each twice, and
     /// one more of each with cookie 7, in the kernel's layout.
@@ -600,7 +600,7 @@ mod tests {
         let writer = TraceWriter::create(&path, &TraceMeta::for_this_host()).unwrap();
         let mut recording = Recording::new(writer);
         let me = std::process::id();
-        for (kstack_id, ustack_id) in [(5, -1), (5, 9), (-14, -1), (TABLE_FULL, TABLE_FULL)] {
+        for (kstack_id, ustack_id) in [(5, -1), (5, 9), (-14, -1), (SLOT_TAKEN, SLOT_TAKEN)] {
             let sample = tt_cpu_sample {
                 pid: me,
                 tgid: me,

@@ -56,6 +56,11 @@ pub enum Advice {
         /// The scale the handshake picks from `sk_rcvbuf` set before it:
         /// the least that takes `window` (the buffer is raised to it).
         window_scale: u8,
+        /// The recording host's `net.core.rmem_max` where `so_rcvbuf` is
+        /// above it: `setsockopt()` cuts SO_RCVBUF to it, so it must be
+        /// raised first.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rmem_max_cut: Option<u64>,
         message: String,
     },
     /// The application left more unread than the window offered for
@@ -196,15 +201,32 @@ impl WindowTarget {
     }
 }
 
+/// The receive buffer as it was, and what bounds the one advised.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReceiverBuffer {
+    /// How the kernel turns buffer into window.
+    pub space_rule: SpaceRule,
+    /// The scale the handshake chose.
+    pub rcv_wscale: u8,
+    /// The largest `sk_rcvbuf` the socket had.
+    pub largest_rcvbuf: u32,
+    /// The host's `net.core.rmem_max`, which `SO_RCVBUF` is cut to.
+    pub rmem_max: Option<u64>,
+}
+
 pub fn receive_buffer(
     target: WindowTarget,
     segments: u32,
     mss: u32,
     withheld: u64,
-    space_rule: SpaceRule,
-    rcv_wscale: u8,
-    largest_rcvbuf: u32,
+    receiver: ReceiverBuffer,
 ) -> Option<Advice> {
+    let ReceiverBuffer {
+        space_rule,
+        rcv_wscale,
+        largest_rcvbuf,
+        rmem_max,
+    } = receiver;
     let window = u64::from(segments) * u64::from(mss);
     let wanted = window.saturating_add(withheld);
     let for_window = space_rule.space_for_window(wanted)?;
@@ -242,9 +264,19 @@ pub fn receive_buffer(
     } else {
         String::new()
     };
+    // setsockopt() cuts SO_RCVBUF to rmem_max before doubling it: 262144
+    // under Debian's default 212992 gives 425984, not 524288.
+    let rmem_max_cut = rmem_max.filter(|&max| so_rcvbuf > max);
+    let rmem_note = rmem_max_cut.map_or(String::new(), |max| {
+        format!(
+            "; above net.core.rmem_max, {max} on the recording host, setsockopt() cuts it to \
+             that: raise rmem_max to {so_rcvbuf} first"
+        )
+    });
     let message = format!(
         "{}a window of {segments} × {mss} B = {window} B{with_withheld} needs sk_rcvbuf ≥ {sk_rcvbuf} B at {}: \
-         SO_RCVBUF {so_rcvbuf} (doubled by the kernel) or tcp_rmem {sk_rcvbuf}{scale_note}",
+         SO_RCVBUF {so_rcvbuf} (doubled by the kernel{rmem_note}) or, for sockets that do not \
+         set it, tcp_rmem's default and maximum ≥ {sk_rcvbuf}{scale_note}",
         target.words(),
         space_rule.describe(),
     );
@@ -269,6 +301,7 @@ pub fn receive_buffer(
         needs_window_scaling,
         handshake_ceiling,
         window_scale: scale,
+        rmem_max_cut,
         message,
     })
 }
@@ -502,6 +535,17 @@ pub fn mtu_choices(
 mod tests {
     use super::*;
 
+    /// A receiver of `space_rule` and scale, whose buffer never exceeded
+    /// `largest_rcvbuf`, on a host whose rmem_max is not known.
+    fn receiver(space_rule: SpaceRule, rcv_wscale: u8, largest_rcvbuf: u32) -> ReceiverBuffer {
+        ReceiverBuffer {
+            space_rule,
+            rcv_wscale,
+            largest_rcvbuf,
+            rmem_max: None,
+        }
+    }
+
     #[test]
     fn buffer_for_whole_segments_before_scaling_ratio() {
         // 6.1, tcp_adv_win_scale 1: window = space - space/2 = ⌈space/2⌉, so
@@ -518,9 +562,7 @@ mod tests {
             4,
             8948,
             0,
-            SpaceRule::AdvWinScale(1),
-            0,
-            0,
+            receiver(SpaceRule::AdvWinScale(1), 0, 0),
         )
         else {
             panic!()
@@ -547,9 +589,7 @@ mod tests {
             4,
             8948,
             0,
-            SpaceRule::Ratio(234),
-            0,
-            0,
+            receiver(SpaceRule::Ratio(234), 0, 0),
         )
         else {
             panic!()
@@ -569,9 +609,7 @@ mod tests {
             8,
             8948,
             0,
-            SpaceRule::Ratio(234),
-            0,
-            0,
+            receiver(SpaceRule::Ratio(234), 0, 0),
         )
         else {
             panic!()
@@ -582,9 +620,7 @@ mod tests {
             4,
             8948,
             0,
-            SpaceRule::Ratio(0),
-            0,
-            0
+            receiver(SpaceRule::Ratio(0), 0, 0),
         )
         .is_none());
     }
@@ -629,9 +665,7 @@ mod tests {
             200,
             1448,
             0,
-            SpaceRule::Ratio(234),
-            2,
-            0,
+            receiver(SpaceRule::Ratio(234), 2, 0),
         )
         else {
             panic!()
@@ -649,14 +683,50 @@ mod tests {
             100,
             1448,
             0,
-            SpaceRule::Ratio(234),
-            2,
-            0,
+            receiver(SpaceRule::Ratio(234), 2, 0),
         )
         else {
             panic!()
         };
         assert_eq!(handshake_ceiling, None);
+    }
+
+    /// The rwnd-limited lab's advice, SO_RCVBUF 262144, on a host with
+    /// Debian's default rmem_max: setsockopt() would cut it to 212992 (and
+    /// the kernel double that to 425984, not 524288), so the advice says
+    /// to raise rmem_max; on this VM (4194304) it needs not.
+    #[test]
+    fn buffer_above_rmem_max_says_to_raise_it() {
+        let advise = |rmem_max| {
+            let receiver = ReceiverBuffer {
+                rmem_max,
+                ..receiver(SpaceRule::Ratio(234), 2, 0)
+            };
+            let Some(Advice::ReceiveBuffer {
+                so_rcvbuf,
+                rmem_max_cut,
+                message,
+                ..
+            }) = receive_buffer(WindowTarget::FreeSpace, 200, 1448, 0, receiver)
+            else {
+                panic!()
+            };
+            (so_rcvbuf, rmem_max_cut, message)
+        };
+        let (so_rcvbuf, cut, message) = advise(Some(212992));
+        assert_eq!((so_rcvbuf, cut), (262144, Some(212992)));
+        assert!(
+            message.contains(
+                "SO_RCVBUF 262144 (doubled by the kernel; above net.core.rmem_max, 212992 on the \
+                 recording host, setsockopt() cuts it to that: raise rmem_max to 262144 first) \
+                 or, for sockets that do not set it, tcp_rmem's default and maximum ≥ 524288"
+            ),
+            "{message}"
+        );
+        let (_, cut, message) = advise(Some(4194304));
+        assert_eq!(cut, None);
+        assert!(!message.contains("rmem_max"), "{message}");
+        assert_eq!(advise(None).1, None);
     }
 
     #[test]

@@ -117,6 +117,8 @@ pub struct WindowConfig {
     /// one, however long the unseen ones between held: the time-weighted
     /// windows are not what the socket had, and no advice rests on them.
     pub byte_sample_every: u32,
+    /// The host's `net.core.rmem_max`, which cuts `SO_RCVBUF`. None: unknown.
+    pub rmem_max: Option<u64>,
 }
 
 impl Default for WindowConfig {
@@ -128,6 +130,7 @@ impl Default for WindowConfig {
             link_bps: None,
             jiffies_hz: None,
             byte_sample_every: 1,
+            rmem_max: None,
         }
     }
 }
@@ -1645,14 +1648,14 @@ impl WindowAnalyzer {
                 // about twice its payload) the trace does not carry.
                 let withheld = (withheld as u64).max(2 * u64::from(rcv_mss));
                 if segments > held {
-                    advice.extend(advice::receive_buffer(
-                        target,
-                        segments,
-                        rcv_mss,
-                        withheld,
-                        ratio,
-                        wscale,
+                    let receiver = advice::ReceiverBuffer {
+                        space_rule: ratio,
+                        rcv_wscale: wscale,
                         largest_rcvbuf,
+                        rmem_max: cfg.rmem_max,
+                    };
+                    advice.extend(advice::receive_buffer(
+                        target, segments, rcv_mss, withheld, receiver,
                     ));
                 }
             }
