@@ -817,12 +817,9 @@ fn a_clamp_far_below_the_free_space_claims_no_rate_for_it() {
     assert!(!message.contains("at srtt"), "{message}");
 }
 
-/// The rwnd-limited lab's receiver: the soft cap rcv_ssthresh far below the
-/// free space, an MSS of 1448. Rounding 22091 B down to 15 segments loses
-/// 371 B; the alert said the 34% lost went "to rounding down to rcv_mss
-/// 1448", which can lose no more than 1447 B of a window.
-#[test]
-fn mss_clamp_under_the_soft_cap_says_what_the_cap_took() {
+/// 40 windows of `offer` B from 33000 B free under the soft cap 22091 at
+/// rcv_mss 1448, each read at once.
+fn under_the_soft_cap(offer: u32) -> (Vec<Alert>, WindowReport) {
     let r = &RECEIVER;
     let mut events = vec![receiver_srtt_1ms()];
     let mut rcv_nxt = 1000u32;
@@ -831,13 +828,22 @@ fn mss_clamp_under_the_soft_cap_says_what_the_cap_took() {
             rcv_ssthresh: 22091,
             rcv_mss: 1448,
             advmss: 1448,
-            // 33000 B free, at most 22091, rounded down to 15 × 1448.
-            ..paper_adv(65072, rcv_nxt, 21720)
+            ..paper_adv(65072, rcv_nxt, offer)
         };
         events.push(r.adv(i * MS, adv));
-        rcv_nxt += 21720;
+        rcv_nxt += offer;
     }
-    let (alerts, report) = run(WindowConfig::default(), &events);
+    run(WindowConfig::default(), &events)
+}
+
+/// The rwnd-limited lab's receiver: the soft cap rcv_ssthresh far below the
+/// free space, an MSS of 1448. Rounding 22091 B down to 15 segments loses
+/// 371 B; the alert said the 34% lost went "to rounding down to rcv_mss
+/// 1448", which can lose no more than 1447 B of a window.
+#[test]
+fn mss_clamp_under_the_soft_cap_says_what_the_cap_took() {
+    // 33000 B free, at most 22091, rounded down to 15 × 1448.
+    let (alerts, report) = under_the_soft_cap(21720);
     let w = &report.flows[0].window.receive;
     assert_eq!((w.mss_rounded_count, w.model_mismatches), (40, 0));
     assert_eq!(w.mss_rounding_bytes_above_ssthresh, 40 * 10909);
@@ -860,20 +866,7 @@ fn mss_clamp_under_the_soft_cap_says_what_the_cap_took() {
 /// the alert's split adds up to the kept offer, and says why.
 #[test]
 fn mss_clamp_says_when_the_window_is_a_kept_offer() {
-    let r = &RECEIVER;
-    let mut events = vec![receiver_srtt_1ms()];
-    let mut rcv_nxt = 1000u32;
-    for i in 0..40u64 {
-        let adv = tt_window_adv {
-            rcv_ssthresh: 22091,
-            rcv_mss: 1448,
-            advmss: 1448,
-            ..paper_adv(65072, rcv_nxt, 21000)
-        };
-        events.push(r.adv(i * MS, adv));
-        rcv_nxt += 21000;
-    }
-    let (alerts, report) = run(WindowConfig::default(), &events);
+    let (alerts, report) = under_the_soft_cap(21000);
     let w = &report.flows[0].window.receive;
     assert_eq!(w.mss_rounded_count + w.model_mismatches, 40);
     assert!(w.model_mismatches <= 1, "{w:?}");
