@@ -1355,7 +1355,7 @@ fn rwnd_limited_sender_gets_a_buffer_for_its_cwnd() {
 /// `read_after_ms`: a read 1 ms later takes them all, reporting `sk_rcvbuf`.
 fn reader_run(read_after_ms: Option<u64>, sk_rcvbuf: u32) -> FlowWindowReport {
     let r = &RECEIVER;
-    let mut events = Vec::new();
+    let mut events = vec![receiver_srtt_1ms()];
     for ms in [0, 100, 200] {
         let rcv_nxt = 100_000 + ms as u32 * 1000;
         events.push(r.adv(
@@ -1449,6 +1449,8 @@ fn unread_data_beyond_the_window_is_the_readers_advice() {
     let kinds = advice_kinds(&unread);
     assert!(kinds.contains(&"reader".into()), "{kinds:?}");
     assert!(!kinds.contains(&"receive_buffer".into()), "{kinds:?}");
+    // Nor a ceiling of window over srtt: the reads set the rate.
+    assert!(!kinds.contains(&"throughput_ceiling".into()), "{kinds:?}");
     // Nor an MTU fitted to free space the reader set.
     assert!(!kinds.contains(&"mtu".into()), "{kinds:?}");
 
