@@ -479,9 +479,11 @@ pub fn mtu_choices(
         return None;
     }
     let cut = free > window_max;
-    let lost = |rest: u64| match cut {
-        true => ((1.0 - tails.sent_share()) * rest as f64).round() as u64,
-        false => rest,
+    // Of k segments of `m` in the window: its rest, or as much of it as
+    // the sender left unsent.
+    let lost = |m: u64| match cut {
+        true => free_space - tails.usable(free_space, m as u32),
+        false => free_space % m,
     };
     let current = free_space / u64::from(mss);
     let options: Vec<MtuOption> = (current..current + 4)
@@ -492,12 +494,12 @@ pub fn mtu_choices(
                 mtu: mtu as u32,
                 mss: m as u32,
                 segments: k as u32,
-                lost_bytes: lost(free_space - k * m),
+                lost_bytes: lost(m),
             })
         })
         .collect();
     let rest = free_space % u64::from(mss);
-    let current_lost_bytes = lost(rest);
+    let current_lost_bytes = lost(u64::from(mss));
     let best = options.first()?;
     // More free than a header carries: say so, not that the ceiling was free.
     let held = match cut {
@@ -534,6 +536,11 @@ pub fn mtu_choices(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The MTU advice for an unscaled window, the sender's rests unseen.
+    fn unscaled_mtus(free: u64, mss: u32, headers: Headers) -> Option<Advice> {
+        mtu_choices(free, 65535, mss, headers, WindowTails::default())
+    }
 
     /// A receiver of `space_rule` and scale, whose buffer never exceeded
     /// `largest_rcvbuf`, on a host whose rmem_max is not known.
@@ -768,13 +775,7 @@ mod tests {
             current_lost_bytes,
             options,
             ..
-        }) = mtu_choices(
-            33000,
-            65535,
-            8948,
-            Headers::WithTimestamps(52),
-            WindowTails::default(),
-        )
+        }) = unscaled_mtus(33000, 8948, Headers::WithTimestamps(52))
         else {
             panic!()
         };
@@ -793,24 +794,13 @@ mod tests {
             ]
         );
         // 27001 B: k = 4 → 6750, 1 B left (27001 − 27000).
-        let Some(Advice::Mtu { options, .. }) = mtu_choices(
-            27001,
-            65535,
-            8948,
-            Headers::WithTimestamps(52),
-            WindowTails::default(),
-        ) else {
+        let Some(Advice::Mtu { options, .. }) =
+            unscaled_mtus(27001, 8948, Headers::WithTimestamps(52))
+        else {
             panic!()
         };
         assert_eq!((options[1].mss, options[1].lost_bytes), (6750, 1));
-        assert!(mtu_choices(
-            2464,
-            65535,
-            8948,
-            Headers::WithTimestamps(52),
-            WindowTails::default()
-        )
-        .is_none());
+        assert!(unscaled_mtus(2464, 8948, Headers::WithTimestamps(52)).is_none());
         // 100164 B free, unscaled: the window holds 65535 B of them, and the
         // message says both (the healthy lab without scaling).
         let Some(Advice::Mtu {
@@ -818,13 +808,7 @@ mod tests {
             current_lost_bytes,
             message,
             ..
-        }) = mtu_choices(
-            100164,
-            65535,
-            8948,
-            Headers::WithTimestamps(52),
-            WindowTails::default(),
-        )
+        }) = unscaled_mtus(100164, 8948, Headers::WithTimestamps(52))
         else {
             panic!()
         };
@@ -868,13 +852,7 @@ mod tests {
     fn mtus_with_the_headers_the_segments_carried() {
         let Some(Advice::Mtu {
             options, message, ..
-        }) = mtu_choices(
-            32850,
-            65535,
-            8960,
-            Headers::Seen(40),
-            WindowTails::default(),
-        )
+        }) = unscaled_mtus(32850, 8960, Headers::Seen(40))
         else {
             panic!()
         };

@@ -38,7 +38,7 @@ use crate::export::table::duration;
 use crate::flow::{place, prefetch_span, FastMap};
 use crate::task::{SocketTasks, Task};
 use alerts::{achieved_text, bps, rate, Episode, RateMarks, Turn};
-use kernel::Rule;
+use kernel::{round_down_to, Rule};
 use limits::{estimate_hz, ChronoSample, LimitTracker, SenderState};
 use receiver::{LossCause, ReceiverSide};
 use sender::SenderSide;
@@ -1747,11 +1747,11 @@ fn split_text(latest: &Classified) -> String {
     }
     let rounding = latest.lost - latest.above_ssthresh;
     let sel = &latest.selection;
-    let rounded = sel.offerable - sel.offerable % sel.mss.max(1);
+    let rounded = round_down_to(sel.offerable.max(0) as u64, sel.mss.max(0) as u64);
     let how = match sel.rule {
         // An offer made under an earlier cap or rcv_mss: the rounding's
         // arithmetic does not give it, the hysteresis does.
-        Rule::KeptPrevious if i64::from(sel.proposed) != rounded => format!(
+        Rule::KeptPrevious if u64::from(sel.proposed) != rounded => format!(
             "to the rounding's hysteresis (the previous offer, {} B, is kept while within \
              rcv_mss {} below the cap; rounding would offer {rounded} B)",
             sel.proposed, sel.mss
