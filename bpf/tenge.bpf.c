@@ -261,6 +261,42 @@ struct {
 } sock_tasks SEC(".maps");
 
 /*
+ * The socket each CPU last noted a writer (and a reader) for, by cookie (a
+ * socket's for life: never reused), and the `task_epoch` it was noted in:
+ * a call by the same task on the same socket is then known unchanged
+ * without the hash lookup (about 50 ns a call). Any change of any socket's
+ * task bumps the epoch, so a CPU's entry cannot hide a change another CPU
+ * saw (a writer A here, B there, A here again); the calls of one socket
+ * hold its lock, so its changes do not race its entries.
+ */
+struct last_noted {
+	__u64 cookie;
+	__u32 pid;
+	__u32 epoch;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2); /* index: role - 1 (writer, reader) */
+	__type(key, __u32);
+	__type(value, struct last_noted);
+} last_noted SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} task_epoch SEC(".maps");
+
+/* True when `last` (this CPU's) noted `pid` on the socket of `cookie` in `epoch`. */
+static __always_inline bool noted_here(struct last_noted *last, __u32 epoch, __u64 cookie,
+				       __u32 pid)
+{
+	return last && cookie && last->cookie == cookie && last->pid == pid && last->epoch == epoch;
+}
+
+/*
  * Sends a sock_task record when the current task is not the one `sk` was
  * last written (or read) by: once per socket and task, not per call. The
  * entry goes when the socket closes (state_body), so a socket allocated at
@@ -271,6 +307,13 @@ static __always_inline void note_task(const struct tt_hdr *h, const struct sock 
 {
 	__u64 key = (unsigned long)sk;
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();
+	__u32 zero = 0, slot = role - 1;
+	__u32 *epoch = bpf_map_lookup_elem(&task_epoch, &zero);
+	struct last_noted *here = bpf_map_lookup_elem(&last_noted, &slot);
+	__u32 now = epoch ? *epoch : 0;
+
+	if (noted_here(here, now, h->sock_cookie, pid))
+		return;
 	struct sock_tasks none = {}, *seen = bpf_map_lookup_elem(&sock_tasks, &key);
 	__u32 *last;
 
@@ -282,12 +325,17 @@ static __always_inline void note_task(const struct tt_hdr *h, const struct sock 
 	}
 	last = role == TT_TASK_WRITER ? &seen->writer : &seen->reader;
 	if (*last == pid)
-		return;
+		goto noted;
 	RESERVE(ev, sock_task, TT_KIND_SOCK_TASK);
 
 	if (!ev)
 		return;
 	*last = pid;
+	if (epoch) {
+		/* clang's BPF v1 target cannot use the old value: read it back */
+		__sync_fetch_and_add(epoch, 1);
+		now = *epoch;
+	}
 	stamp(&ev->hdr, h, TT_KIND_SOCK_TASK);
 	ev->body.cgroup_id = bpf_get_current_cgroup_id();
 	ev->body.pid = pid;
@@ -296,6 +344,9 @@ static __always_inline void note_task(const struct tt_hdr *h, const struct sock 
 	ev->body.role = role;
 	__builtin_memset(ev->body._pad0, 0, sizeof(ev->body._pad0));
 	SUBMIT(ev);
+noted:
+	if (here)
+		*here = (struct last_noted){h->sock_cookie, pid, now};
 }
 
 /* ---- sendmsg: tcp:tcp_sendmsg_locked ------------------------------------- */

@@ -266,14 +266,10 @@ fn other_backends_trace_the_same_path() {
 /// a kernel function stands for the tracepoint (sendmsg, window_adv, tcp_rcv,
 /// data_ready; app_read as fexit, which no kprobe can mirror).
 /// `TT_EXPECT_BACKENDS` (the kernel matrix sets it) lists backends that must work.
-#[test]
-fn every_backend_records_the_kernels_windows_and_mss() {
-    if !common::require_root("probes") {
-        return;
-    }
-    let _serial = serial();
+/// The backends whose hooks work on this kernel.
+fn working_backends() -> Vec<Backend> {
     let hooks = check().hooks;
-    let works: Vec<Backend> = Backend::LADDER
+    Backend::LADDER
         .into_iter()
         .filter(|b| {
             let family = serde_json::to_value(b).unwrap();
@@ -281,7 +277,16 @@ fn every_backend_records_the_kernels_windows_and_mss() {
                 .iter()
                 .any(|h| h.works && family.as_str() == Some(h.family.as_str()))
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn every_backend_records_the_kernels_windows_and_mss() {
+    if !common::require_root("probes") {
+        return;
+    }
+    let _serial = serial();
+    let works = working_backends();
     if let Ok(expected) = std::env::var("TT_EXPECT_BACKENDS") {
         for name in expected.split(',') {
             let backend: Backend = serde_json::from_value(name.into()).unwrap();
@@ -887,4 +892,125 @@ fn hit_counter_accounts_for_every_hook_hit() {
         not_run * 20 <= all_hits,
         "{not_run} of {all_hits} hits not run"
     );
+}
+
+/// The calling thread's id: the pid a sock_task record names.
+fn gettid() -> u32 {
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+fn pin_to_cpu(cpu: usize) {
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(libc::sched_setaffinity(0, size_of_val(&set), &set), 0);
+    }
+}
+
+/// The writers one socket is noted with when thread A writes it on one
+/// CPU, thread B on the other, then A again: each CPU remembers the last
+/// writer it noted, and must not take A's return for no change. None when
+/// `backend` has no program for the write hook.
+fn writers_noted(backend: Backend) -> Option<(Vec<u32>, [u32; 2])> {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut tracer = Tracer::start(&TracerOptions {
+        filters: Filters {
+            port: Some(port),
+            ..Filters::default()
+        },
+        backends: vec![backend],
+        ..TracerOptions::default()
+    })
+    .expect("tracer starts");
+    if !tracer.plan().attached().any(|p| p.kind == "sendmsg") {
+        return None;
+    }
+    let last_cpu = thread::available_parallelism().map_or(0, |n| n.get() - 1);
+    let done = AtomicBool::new(false);
+    let mut writers = Vec::new();
+    let (tids, sport) = thread::scope(|scope| {
+        scope.spawn(|| {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut buf = vec![0u8; 64 << 10];
+            while stream.read(&mut buf).unwrap() > 0 {}
+        });
+        let writing = scope.spawn(|| {
+            let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let sport = stream.local_addr().unwrap().port();
+            let write_on = |cpu: usize, times: usize| {
+                let mut stream = stream.try_clone().unwrap();
+                let (go, went) = (std::sync::mpsc::channel::<()>(), std::sync::mpsc::channel());
+                let worker = thread::spawn(move || {
+                    pin_to_cpu(cpu);
+                    went.0.send(gettid()).unwrap();
+                    for () in go.1 {
+                        stream.write_all(&[7u8; 1000]).unwrap();
+                        went.0.send(gettid()).unwrap();
+                    }
+                });
+                let tid = went.1.recv().unwrap();
+                (worker, go.0, went.1, tid, times)
+            };
+            let a = write_on(0, 2);
+            let b = write_on(last_cpu, 1);
+            for (go, went) in [(&a.1, &a.2), (&b.1, &b.2), (&a.1, &a.2)] {
+                go.send(()).unwrap();
+                went.recv().unwrap();
+                thread::sleep(Duration::from_millis(20));
+            }
+            let tids = [a.3, b.3];
+            drop((a.1, b.1));
+            a.0.join().unwrap();
+            b.0.join().unwrap();
+            drop(stream);
+            thread::sleep(Duration::from_millis(100));
+            done.store(true, Ordering::Relaxed);
+            (tids, sport)
+        });
+        Collector::new()
+            .run(
+                &mut tracer,
+                &done,
+                Some(Instant::now() + Duration::from_secs(30)),
+                &mut Callbacks(
+                    |r: &[u8]| {
+                        let ev = Event::decode(r).expect("every record decodes");
+                        if let Body::SockTask(t) = ev.body {
+                            if t.role == 1 {
+                                writers.push((ev.hdr.ts_ns, ev.hdr.sport, t.pid));
+                            }
+                        }
+                    },
+                    |_: &CollectStats| {},
+                ),
+            )
+            .expect("collector runs");
+        writing.join().unwrap()
+    });
+    writers.sort();
+    let pids = writers
+        .iter()
+        .filter(|w| w.1 == sport)
+        .map(|w| w.2)
+        .collect();
+    Some((pids, tids))
+}
+
+#[test]
+fn a_writer_that_comes_back_on_another_cpu_is_noted_again() {
+    if !common::require_root("probes") {
+        return;
+    }
+    let _serial = serial();
+    for backend in working_backends() {
+        let Some((pids, [a, b])) = writers_noted(backend) else {
+            continue;
+        };
+        assert_eq!(
+            pids,
+            [a, b, a],
+            "{backend:?}: writers noted (A = {a}, B = {b})"
+        );
+    }
 }

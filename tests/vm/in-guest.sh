@@ -21,6 +21,8 @@ TT_EXPECT_BACKENDS=tp_btf,raw_tp,tracepoint,fentry,kprobe \
     journeys_carry_the_records_of_every_hook
 # The stack tables as sized, and the error of a full one as counted.
 run "$TT_VM_PROBES" cpu_samples_resolve_to_kernel_symbols a_full_stack_table_loses_stacks_as_counted
+# A socket's writer noted again when it comes back on another CPU.
+run "$TT_VM_PROBES" a_writer_that_comes_back_on_another_cpu_is_noted_again
 run "$TT_VM_CORE_LAB" recorded_windows_match_the_wire_and_mss_matches_ss
 run "$TT_VM_WINDOW_LAB" mss_clamp_windows_match_the_wire mss_mismatch_windows_hold_the_segments_sent \
   sws_stalls_match_zero_window_periods a_handshake_held_back_is_no_send_limit
