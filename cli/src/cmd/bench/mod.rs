@@ -1,6 +1,7 @@
 //! `tenge-trace bench`: overhead measured side by side in one run, written to
 //! bench/results.json and BENCHMARKS.md (see `make bench`).
 
+mod floor;
 mod instrument;
 mod kernel_cost;
 mod markdown;
