@@ -219,6 +219,27 @@ pub struct SendWindow {
     pub min_srtt_us: u32,
 }
 
+/// What an ACK's windows are computed from: kept as these 12 bytes, not
+/// as the windows, for an ACK held again later (`SenderSide::resume`).
+#[derive(Clone, Copy, Debug)]
+struct HeldAck {
+    window: u32,
+    snd_cwnd: u32,
+    /// `SenderSide::segment` at the ACK.
+    segment: u32,
+}
+
+impl HeldAck {
+    /// The peer's window, the usable window (`min(window, snd_cwnd ·
+    /// segment)`), its whole segments and what of it can be filled.
+    fn values(&self) -> [u64; 4] {
+        let window = u64::from(self.window);
+        let usable = window.min(u64::from(self.snd_cwnd) * u64::from(self.segment));
+        let (whole, fillable) = whole_and_fillable(usable, self.segment);
+        [window, usable, whole, fillable]
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct SenderSide {
     pub mss_cache: u32,
@@ -240,9 +261,9 @@ pub(super) struct SenderSide {
     /// srtt, and the whole segments and the fillable window over it in
     /// bytes/s: while an RTT is known.
     ceiling: TimeWeighted<3>,
-    /// The values of an ACK that left nothing waiting: held again from the
-    /// next write or data segment (`on_data`).
-    resume: Option<([u64; 4], Option<[u64; 3]>)>,
+    /// An ACK that left nothing waiting: held again from the next write or
+    /// data segment (`on_data`).
+    resume: Option<HeldAck>,
     /// The edge of the latest ACK's window, where it bound with the rest
     /// of a segment and data waited: for the next ACK to count in `tails`.
     tail_edge: Option<u32>,
@@ -275,23 +296,22 @@ impl SenderSide {
             self.sent_data = true;
             self.acks += 1;
         }
-        let segment = u64::from(self.segment());
-        let usable = u64::from(view.window).min(u64::from(r.snd_cwnd) * segment);
-        let (whole, fillable) = whole_and_fillable(usable, self.segment());
-        let values = [u64::from(view.window), usable, whole, fillable];
-        let srtt = u64::from(self.srtt_us);
-        let ceiling =
-            (srtt > 0).then(|| [srtt, whole * 1_000_000 / srtt, fillable * 1_000_000 / srtt]);
+        let held = HeldAck {
+            window: view.window,
+            snd_cwnd: r.snd_cwnd,
+            segment: self.segment(),
+        };
+        let [_, usable, whole, _] = held.values();
         let window_binds = usable == u64::from(view.window) && whole < usable;
         self.tail_edge = (view.data_waiting && window_binds).then_some(view.edge);
         if view.data_waiting {
             self.resume = None;
-            self.hold(ts_ns, values, ceiling);
+            self.hold(ts_ns, held);
         } else {
             // Nothing waiting: the busy time ends, as the kernel's chrono
             // has it, until data is written or leaves again.
             self.pause(ts_ns);
-            self.resume = Some((values, ceiling));
+            self.resume = Some(held);
         }
         Some(view)
     }
@@ -312,11 +332,17 @@ impl SenderSide {
         }
     }
 
-    fn hold(&mut self, ts_ns: u64, values: [u64; 4], ceiling: Option<[u64; 3]>) {
+    /// Holds `ack`'s windows from `ts_ns`, and their ceiling at srtt (which
+    /// only an ACK changes, so it is the ACK's own).
+    fn hold(&mut self, ts_ns: u64, ack: HeldAck) {
+        let values @ [_, _, whole, fillable] = ack.values();
         self.means.set(ts_ns, values);
-        match ceiling {
-            Some(c) => self.ceiling.set(ts_ns, c),
-            None => self.ceiling.pause(ts_ns),
+        match u64::from(self.srtt_us) {
+            0 => self.ceiling.pause(ts_ns),
+            srtt => self.ceiling.set(
+                ts_ns,
+                [srtt, whole * 1_000_000 / srtt, fillable * 1_000_000 / srtt],
+            ),
         }
     }
 
@@ -348,8 +374,8 @@ impl SenderSide {
     }
 
     pub fn on_data(&mut self, ts_ns: u64) {
-        if let Some((values, ceiling)) = self.resume.take() {
-            self.hold(ts_ns, values, ceiling);
+        if let Some(ack) = self.resume.take() {
+            self.hold(ts_ns, ack);
         }
     }
 
