@@ -9,9 +9,10 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
-use tenge_trace::abi::tt_cpu_sample;
+use tenge_trace::abi::{tt_cpu_sample, tt_task_role};
 use tenge_trace::collector::{Callbacks, CollectStats, Collector};
 use tenge_trace::event::{tcp_flags, Body, Event};
 use tenge_trace::probe::{check, Backend, CpuProfile, Filters, Tracer, TracerOptions};
@@ -894,29 +895,65 @@ fn hit_counter_accounts_for_every_hook_hit() {
     );
 }
 
-/// The calling thread's id: the pid a sock_task record names.
-fn gettid() -> u32 {
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+/// A thread pinned to one CPU that writes 1000 bytes to its socket each
+/// time it is asked.
+struct PinnedWriter {
+    thread: thread::JoinHandle<()>,
+    go: mpsc::Sender<()>,
+    wrote: mpsc::Receiver<()>,
+    /// Its thread id: the pid a sock_task record names.
+    tid: u32,
 }
 
-fn pin_to_cpu(cpu: usize) {
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(libc::sched_setaffinity(0, size_of_val(&set), &set), 0);
+impl PinnedWriter {
+    fn start(mut stream: TcpStream, cpu: usize) -> PinnedWriter {
+        let (go, asked) = mpsc::channel();
+        let (tell, wrote) = mpsc::channel();
+        let (tid_to, tid) = mpsc::channel();
+        let thread = thread::spawn(move || {
+            // SAFETY: plain syscalls on this thread, a zeroed cpu_set_t.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                assert_eq!(libc::sched_setaffinity(0, size_of_val(&set), &set), 0);
+                tid_to.send(libc::syscall(libc::SYS_gettid) as u32).unwrap();
+            }
+            for () in asked {
+                stream.write_all(&[7u8; 1000]).unwrap();
+                tell.send(()).unwrap();
+            }
+        });
+        let tid = tid.recv().unwrap();
+        PinnedWriter {
+            thread,
+            go,
+            wrote,
+            tid,
+        }
+    }
+
+    fn write(&self) {
+        self.go.send(()).unwrap();
+        self.wrote.recv().unwrap();
+        thread::sleep(Duration::from_millis(20));
+    }
+
+    fn stop(self) {
+        drop(self.go);
+        self.thread.join().unwrap();
     }
 }
 
-/// The writers one socket is noted with when thread A writes it on one
-/// CPU, thread B on the other, then A again: each CPU remembers the last
-/// writer it noted, and must not take A's return for no change. None when
-/// `backend` has no program for the write hook.
+/// The writers one socket is noted with (in time order) when thread A
+/// writes it on one CPU, thread B on the other, then A again: each CPU
+/// remembers the last writer it noted, and must not take A's return for no
+/// change. Also A's and B's ids. None when `backend` has no program for
+/// the write hook.
 fn writers_noted(backend: Backend) -> Option<(Vec<u32>, [u32; 2])> {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let mut tracer = Tracer::start(&TracerOptions {
         filters: Filters {
-            port: Some(port),
+            port: Some(listener.local_addr().unwrap().port()),
             ..Filters::default()
         },
         backends: vec![backend],
@@ -938,31 +975,14 @@ fn writers_noted(backend: Backend) -> Option<(Vec<u32>, [u32; 2])> {
         let writing = scope.spawn(|| {
             let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
             let sport = stream.local_addr().unwrap().port();
-            let write_on = |cpu: usize, times: usize| {
-                let mut stream = stream.try_clone().unwrap();
-                let (go, went) = (std::sync::mpsc::channel::<()>(), std::sync::mpsc::channel());
-                let worker = thread::spawn(move || {
-                    pin_to_cpu(cpu);
-                    went.0.send(gettid()).unwrap();
-                    for () in go.1 {
-                        stream.write_all(&[7u8; 1000]).unwrap();
-                        went.0.send(gettid()).unwrap();
-                    }
-                });
-                let tid = went.1.recv().unwrap();
-                (worker, go.0, went.1, tid, times)
-            };
-            let a = write_on(0, 2);
-            let b = write_on(last_cpu, 1);
-            for (go, went) in [(&a.1, &a.2), (&b.1, &b.2), (&a.1, &a.2)] {
-                go.send(()).unwrap();
-                went.recv().unwrap();
-                thread::sleep(Duration::from_millis(20));
+            let a = PinnedWriter::start(stream.try_clone().unwrap(), 0);
+            let b = PinnedWriter::start(stream.try_clone().unwrap(), last_cpu);
+            for writer in [&a, &b, &a] {
+                writer.write();
             }
-            let tids = [a.3, b.3];
-            drop((a.1, b.1));
-            a.0.join().unwrap();
-            b.0.join().unwrap();
+            let tids = [a.tid, b.tid];
+            a.stop();
+            b.stop();
             drop(stream);
             thread::sleep(Duration::from_millis(100));
             done.store(true, Ordering::Relaxed);
@@ -977,7 +997,7 @@ fn writers_noted(backend: Backend) -> Option<(Vec<u32>, [u32; 2])> {
                     |r: &[u8]| {
                         let ev = Event::decode(r).expect("every record decodes");
                         if let Body::SockTask(t) = ev.body {
-                            if t.role == 1 {
+                            if t.role == tt_task_role::TT_TASK_WRITER as u8 {
                                 writers.push((ev.hdr.ts_ns, ev.hdr.sport, t.pid));
                             }
                         }
