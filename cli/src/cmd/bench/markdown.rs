@@ -403,8 +403,9 @@ fn runs_text(b: &BackendCost) -> String {
 }
 
 /// Ring records per 100-byte data segment (its ACKs included) and the
-/// in-kernel cost of tracing one, against a record per hook.
-fn per_segment_targets(r: &Results) -> Vec<Target> {
+/// in-kernel cost of tracing one, against a record per hook (and the
+/// journeys' `floor`, where known).
+fn per_segment_targets(r: &Results, floor: Option<&SegmentFloor>) -> Vec<Target> {
     let mut list = Vec::new();
     let small = r
         .throughput
@@ -437,7 +438,7 @@ fn per_segment_targets(r: &Results) -> Vec<Target> {
     if let (Some((journeys, journey_runs)), Some((per_hook, per_hook_runs))) =
         (every(false), every(true))
     {
-        let least = SegmentFloor::from_results(r).map(|f| f.kernel_ns());
+        let least = floor.map(SegmentFloor::kernel_ns);
         list.push(Target {
             name: "in-kernel ns per 100-byte data segment (tp_btf, all hooks)".into(),
             goal: "≤ a third of a record per hook".into(),
@@ -459,18 +460,17 @@ fn per_segment_targets(r: &Results) -> Vec<Target> {
 }
 
 fn targets(md: &mut String, r: &Results) {
+    let floor = SegmentFloor::from_results(r);
     let mut list: Vec<Target> = r
         .throughput
         .iter()
         .flatten()
         .flat_map(|w| {
-            let floor = (w.workload == Workload::TransferSmall)
-                .then(|| SegmentFloor::from_results(r).map(|f| f.ratio()))
-                .flatten();
-            throughput_targets(w, floor)
+            let small = w.workload == Workload::TransferSmall;
+            throughput_targets(w, floor.as_ref().filter(|_| small).map(|f| f.ratio()))
         })
         .collect();
-    list.extend(per_segment_targets(r));
+    list.extend(per_segment_targets(r, floor.as_ref()));
     if let Some(stages) = r
         .kernel_cost
         .iter()

@@ -301,12 +301,12 @@ impl SenderSide {
             snd_cwnd: r.snd_cwnd,
             segment: self.segment(),
         };
-        let [_, usable, whole, _] = held.values();
+        let values @ [_, usable, whole, _] = held.values();
         let window_binds = usable == u64::from(view.window) && whole < usable;
         self.tail_edge = (view.data_waiting && window_binds).then_some(view.edge);
         if view.data_waiting {
             self.resume = None;
-            self.hold(ts_ns, held);
+            self.hold(ts_ns, values);
         } else {
             // Nothing waiting: the busy time ends, as the kernel's chrono
             // has it, until data is written or leaves again.
@@ -332,10 +332,10 @@ impl SenderSide {
         }
     }
 
-    /// Holds `ack`'s windows from `ts_ns`, and their ceiling at srtt (which
-    /// only an ACK changes, so it is the ACK's own).
-    fn hold(&mut self, ts_ns: u64, ack: HeldAck) {
-        let values @ [_, _, whole, fillable] = ack.values();
+    /// Holds an ACK's windows (`HeldAck::values`) from `ts_ns`, and their
+    /// ceiling at srtt (which only an ACK changes, so it is the ACK's own).
+    fn hold(&mut self, ts_ns: u64, values: [u64; 4]) {
+        let [_, _, whole, fillable] = values;
         self.means.set(ts_ns, values);
         match u64::from(self.srtt_us) {
             0 => self.ceiling.pause(ts_ns),
@@ -375,7 +375,7 @@ impl SenderSide {
 
     pub fn on_data(&mut self, ts_ns: u64) {
         if let Some(ack) = self.resume.take() {
-            self.hold(ts_ns, ack);
+            self.hold(ts_ns, ack.values());
         }
     }
 
