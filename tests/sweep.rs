@@ -12,7 +12,8 @@
 //!   25 % or more of a busy window gets its alert by then (none missed);
 //! - every alert that fired is cleared by the time the flow ended;
 //! - limit shares sum to 1 and match the kernel's within 0.05, and a
-//!   Prometheus scrape just before the close shows the report's shares;
+//!   Prometheus scrape once the first closer's FIN is acknowledged shows the
+//!   report's shares;
 //! - the window chain's advertised value is a window the receiver sent;
 //! - the throughput-ceiling advice's rate acknowledged is the kernel's
 //!   (bytes acked over its busy time), and its window over its srtt is the
@@ -332,8 +333,8 @@ struct Run {
     windows: HashMap<SocketAddr, HashSet<u32>>,
     /// When each socket's incoming segments (tcp_rcv) came, by cookie.
     segments_in: HashMap<u64, Vec<u64>>,
-    /// Each socket's limit shares in a Prometheus scrape just before the
-    /// first end of its connection closed, by cookie.
+    /// Each socket's limit shares in a Prometheus scrape when the first end
+    /// of its connection to close had its FIN acknowledged, by cookie.
     scraped: HashMap<String, Option<LimitFractions>>,
     /// The largest outgoing segment (window_adv) recorded, TCP payload bytes.
     largest_segment: u32,
@@ -369,7 +370,10 @@ fn traced_with(cfg: &LabConfig, flows: usize, analysis: AnalysisConfig) -> Run {
     let on_record = |record: &[u8]| {
         let ev = Event::decode(record).expect("records decode");
         if let (Body::State(st), Some(local)) = (&ev.body, ev.src()) {
-            if st.oldstate == tcp_state::ESTABLISHED {
+            // Not at the close itself: a sender's close leaves up to its
+            // buffer unsent (sndbuf 16K behind a 24K window: 24 ms busy after
+            // it); once its FIN is acknowledged, every byte it sent is.
+            if st.newstate == tcp_state::FIN_WAIT2 {
                 scrape(&analysis, &local.to_string(), &mut scraped);
             }
         }
@@ -419,8 +423,8 @@ fn traced_with(cfg: &LabConfig, flows: usize, analysis: AnalysisConfig) -> Run {
     }
 }
 
-/// What a scrape shows of the connection one of whose ends, `local`, is
-/// closing: both ends' shares, once.
+/// What a scrape shows of the connection one of whose ends, `local`, had
+/// its FIN acknowledged: both ends' shares, once.
 fn scrape(analysis: &Analysis, local: &str, scraped: &mut HashMap<String, Option<LimitFractions>>) {
     let snapshot = Snapshot::of(analysis, 64, 0, BTreeMap::new(), &ProbePlan::default());
     for f in snapshot
@@ -434,7 +438,7 @@ fn scrape(analysis: &Analysis, local: &str, scraped: &mut HashMap<String, Option
     }
 }
 
-/// The kernel's chrono between two polls: busy µs, and the rwnd- and
+/// The kernel's chrono between two readings: busy µs, and the rwnd- and
 /// sndbuf-limited shares of it.
 #[derive(Clone, Copy, Debug)]
 struct KernelWindow {
@@ -443,33 +447,41 @@ struct KernelWindow {
     sndbuf: f64,
 }
 
+fn chrono_us(p: &TcpInfoPoll) -> [u64; 3] {
+    let i = &p.info;
+    [i.busy_time_us, i.rwnd_limited_us, i.sndbuf_limited_us]
+}
+
 impl KernelWindow {
-    fn between(a: &TcpInfoPoll, b: &TcpInfoPoll) -> KernelWindow {
-        let busy_us = b.info.busy_time_us.saturating_sub(a.info.busy_time_us);
-        let share = |x: u64, y: u64| {
+    /// From `a` to `b`, each busy, rwnd- and sndbuf-limited µs.
+    fn of_chrono(a: [u64; 3], b: [u64; 3]) -> KernelWindow {
+        let busy_us = b[0].saturating_sub(a[0]);
+        let share = |i: usize| {
             if busy_us == 0 {
                 0.0
             } else {
-                y.saturating_sub(x) as f64 / busy_us as f64
+                b[i].saturating_sub(a[i]) as f64 / busy_us as f64
             }
         };
         KernelWindow {
             busy_us,
-            rwnd: share(a.info.rwnd_limited_us, b.info.rwnd_limited_us),
-            sndbuf: share(a.info.sndbuf_limited_us, b.info.sndbuf_limited_us),
+            rwnd: share(1),
+            sndbuf: share(2),
         }
     }
 
-    /// From the last poll at or before `from_ns` (else the first) to the first
-    /// at or after `to_ns` (else the last).
+    /// From the last poll at or before `from_ns` to the first at or after
+    /// `to_ns` (else the last). With no poll that early, from the connect,
+    /// where the chrono starts at zero: the polls start once the poller has
+    /// the socket, up to tens of ms in on two busy cores (an alert 107 ms
+    /// in, on 2 rwnd jiffies the first poll came after).
     fn over(polls: &[TcpInfoPoll], from_ns: u64, to_ns: u64) -> Option<KernelWindow> {
-        let a = polls
-            .iter()
-            .rev()
-            .find(|p| p.mono_ns <= from_ns)
-            .or(polls.first())?;
+        let a = polls.iter().rev().find(|p| p.mono_ns <= from_ns);
         let b = polls.iter().find(|p| p.mono_ns >= to_ns).or(polls.last())?;
-        Some(KernelWindow::between(a, b))
+        Some(KernelWindow::of_chrono(
+            a.map_or([0; 3], chrono_us),
+            chrono_us(b),
+        ))
     }
 
     /// The kernel's figure for a limit alert; None for the kinds it does not clock.
@@ -519,8 +531,17 @@ fn polled_shares(polls: &[TcpInfoPoll], from_ns: u64, to_ns: u64) -> (usize, f64
 const MIN_CWND_POLLS: usize = 30;
 
 /// No false alerts: the kernel confirms each over the alert's 200 ms (and
-/// a cwnd_limited one, which its chrono does not clock, its polled state).
-fn false_alerts(fired: &[&Alert], polls: &[TcpInfoPoll], wrong: &mut Vec<String>) {
+/// a cwnd_limited one, which its chrono does not clock, its polled state),
+/// to within one jiffy (`jiffy_us`): its chrono counts whole jiffies, and
+/// the analysis starts an episode on its share less one. (1 rwnd jiffy of
+/// 12 busy, "8%", beside the events' 21% of 172 ms, where over the whole
+/// transfer the two agreed to 0.01.)
+fn false_alerts(
+    fired: &[&Alert],
+    polls: &[TcpInfoPoll],
+    jiffy_us: Option<u64>,
+    wrong: &mut Vec<String>,
+) {
     for a in fired {
         let from = a.ts_ns.saturating_sub(WINDOW_NS);
         let Some(kernel) = KernelWindow::over(polls, from, a.ts_ns) else {
@@ -535,7 +556,8 @@ fn false_alerts(fired: &[&Alert], polls: &[TcpInfoPoll], wrong: &mut Vec<String>
             ));
         }
         if let Some(share) = kernel.share(a.kind) {
-            if kernel.busy_us > 0 && share < CONFIRMS {
+            let jiffy = jiffy_us.unwrap_or(0) as f64 / kernel.busy_us.max(1) as f64;
+            if kernel.busy_us > 0 && share + jiffy < CONFIRMS {
                 wrong.push(format!(
                     "false {}: kernel {share:.2} of {} µs busy, polls (busy, cwnd, sndbuf) {polled:?}: {}",
                     a.kind.name(),
@@ -597,7 +619,7 @@ fn missed_alerts(
 
 /// Shares: a partition of busy time, the kernel's where it measures them
 /// (`info`, read after the last byte), and what Prometheus showed (up to the
-/// FIN exchange's ACKs).
+/// ACK of the first FIN).
 fn shares(
     l: &LimitsReport,
     info: &TcpInfoSnapshot,
@@ -936,7 +958,12 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
         .collect();
     let fired: Vec<&Alert> = ours.iter().copied().filter(|a| !a.cleared).collect();
     let mut wrong = Vec::new();
-    false_alerts(&fired, &t.sender_polls, &mut wrong);
+    let jiffy_us = sender
+        .limits
+        .kernel
+        .and_then(|k| k.hz)
+        .map(|hz| 1_000_000 / u64::from(hz));
+    false_alerts(&fired, &t.sender_polls, jiffy_us, &mut wrong);
     let segments_in = run
         .segments_in
         .get(&sender.sock_cookie)
@@ -971,7 +998,7 @@ fn check(run: &Run, t: &TransferReport) -> (Vec<String>, String) {
     let scraped = run.scraped.get(&sender.sock_cookie.to_string()).copied();
     shares(&sender.limits, &t.sender, scraped.flatten(), &mut wrong);
     if scraped.is_none() {
-        wrong.push("no scrape before the close".into());
+        wrong.push("no scrape at the ACK of the first FIN".into());
     }
     // The chain is made of windows the receiver sent.
     let sent = run.windows.get(&t.receiver_addr);

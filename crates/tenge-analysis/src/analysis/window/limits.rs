@@ -438,6 +438,9 @@ pub struct RecentCheck {
     /// The trace carries the kernel's chrono, but it clocked under
     /// [`MIN_KERNEL_JIFFIES`] busy in the span: `kernel` is None for that.
     pub kernel_too_short: bool,
+    /// The kernel's chrono clocked busy jiffies in the span, none of them
+    /// rwnd_limited (a chrono that clocked nothing says nothing).
+    pub kernel_no_rwnd: bool,
     /// Bytes acknowledged per second.
     pub acked_bps: Option<f64>,
     /// The span those figures cover.
@@ -532,6 +535,7 @@ impl LimitTracker {
                 .then(|| [delta[1] as f64 / busy as f64, delta[2] as f64 / busy as f64]),
             kernel_jiffy: 1.0 / busy.max(1) as f64,
             kernel_too_short: busy < MIN_KERNEL_JIFFIES,
+            kernel_no_rwnd: busy > 0 && delta[1] == 0,
             acked_bps: (span_ns > 0 && acked < 1 << 31)
                 .then(|| f64::from(acked) * 8e9 / span_ns as f64),
             span_ns,

@@ -754,11 +754,17 @@ impl Flow {
         // and a larger buffer would not help it. So where the chrono runs
         // but clocked too little busy time to decide, no sndbuf episode
         // starts on the events alone (8 busy jiffies in 200 ms: the events
-        // said 23%, the kernel 0; the rwnd test is the kernel's own, and
-        // stands in for it).
+        // said 23%, the kernel 0). The rwnd test is the kernel's own and
+        // stands in for it, but not where the chrono clocked busy jiffies
+        // and no rwnd one: then the sender waited under about a jiffy
+        // (8 busy jiffies, none rwnd: the events said 21%, and the tcp_info
+        // polls saw no wait either).
         let shares = match check.kernel {
             Some([rwnd, sndbuf]) => [rwnd, ours[1], sndbuf],
-            None if check.kernel_too_short => [ours[0], ours[1], 0.0],
+            None if check.kernel_too_short => {
+                let rwnd = if check.kernel_no_rwnd { 0.0 } else { ours[0] };
+                [rwnd, ours[1], 0.0]
+            }
             None => ours,
         };
         let kernel_clocked = |kind: AlertKind| {

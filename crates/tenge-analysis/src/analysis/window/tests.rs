@@ -715,6 +715,39 @@ fn a_few_busy_jiffies_leave_sndbuf_to_the_kernel() {
     assert_eq!(report.flows[0].limits.sndbuf, 1.0);
 }
 
+/// A sender the events see held by the peer's window throughout (10000 B
+/// at srtt 100 µs allow 800 Mb/s, 100 MB/s are acknowledged: it binds), an
+/// ACK every 8 ms whose chrono clocks 8 busy jiffies in 200 ms: too few for
+/// a kernel share. Where none of them was rwnd_limited the sender waited
+/// under about a jiffy, and no episode starts on the events alone (the
+/// sweep's other 08 with seed 33: the events said 21%, the kernel and the
+/// tcp_info polls no wait); where the chrono counted rwnd jiffies, the
+/// events' share stands.
+fn rwnd_alerts_with_rwnd_jiffies(rwnd_every: u32) -> Vec<(u64, &'static str)> {
+    let events: Vec<Event> = (0..125u32)
+        .map(|step| {
+            let busy = step / 3;
+            let ev = tt_tcp_rcv {
+                chrono_stat: [busy, busy / rwnd_every, 0],
+                jiffies: 2 * step,
+                ..progressed(limited("rwnd"), 8 * step)
+            };
+            SENDER.rcv(u64::from(8 * step) * MS, ev)
+        })
+        .collect();
+    let (alerts, _) = run(WindowConfig::default(), &events);
+    kinds(&alerts)
+        .into_iter()
+        .filter(|&(_, kind)| kind == "rwnd_limited")
+        .collect()
+}
+
+#[test]
+fn a_few_busy_jiffies_none_rwnd_start_no_rwnd_episode() {
+    assert_eq!(rwnd_alerts_with_rwnd_jiffies(u32::MAX), []);
+    assert_eq!(rwnd_alerts_with_rwnd_jiffies(2).len(), 1);
+}
+
 /// 400 lossy windows (free 33000 → 26844, 18.65 %), one per ms, each
 /// taking in 26844 B (215 Mb/s), at a receiver whose own srtt is `srtt_us`.
 fn lossy_receiver_at_srtt(srtt_us: u32) -> Vec<Alert> {
