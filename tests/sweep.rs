@@ -593,16 +593,27 @@ fn missed_alerts(
             .iter()
             .filter(|p| p.mono_ns >= first + WINDOW_NS)
             .find_map(|end| {
-                let k = KernelWindow::over(polls, end.mono_ns - WINDOW_NS, end.mono_ns)?;
-                let limited = k.busy_us >= WINDOW_NS / 2000 && k.share(kind)? >= MUST_ALERT;
+                let limited = |to: u64| {
+                    let k = KernelWindow::over(polls, to - WINDOW_NS, to)?;
+                    let share = k.share(kind)?;
+                    (k.busy_us >= WINDOW_NS / 2000 && share >= MUST_ALERT).then_some(k)
+                };
+                let k = limited(end.mono_ns)?;
+                // The first incoming segment checks the 200 ms before it,
+                // which must still be limited (a sender that got none for
+                // 200 ms after its window stalled it, loss and RTO: by then
+                // the window had slid past the rwnd-limited part).
                 let slack = end.mono_ns..=end.mono_ns + ALERT_SLACK_NS;
-                let checked = segments_in.iter().any(|t| slack.contains(t));
+                let checked = segments_in
+                    .iter()
+                    .find(|t| slack.contains(t))
+                    .is_some_and(|&t| limited(t).is_some());
                 let alerted = fired.iter().any(|a| {
                     covers(a.kind)
                         && a.sock_cookie == sender
                         && a.ts_ns <= end.mono_ns + ALERT_SLACK_NS
                 });
-                (limited && checked && !alerted).then_some((end.mono_ns, k))
+                (checked && !alerted).then_some((end.mono_ns, k))
             });
         if let Some((at, k)) = missed {
             let late = fired
