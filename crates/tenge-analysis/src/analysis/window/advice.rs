@@ -1,6 +1,6 @@
 //! Advice in numbers: the buffer, the throughput ceiling, the MTU.
 
-use super::alerts::{bps, rate, BEYOND_CEILING};
+use super::alerts::{beside_ceiling, bps, rate};
 use super::kernel::SpaceRule;
 use super::sender::{SendWindow, WindowTails};
 use crate::export::table::duration;
@@ -386,12 +386,12 @@ pub fn nagle(segments: u64, sent: u64, held_ns: u64, wait_p50_ns: u64, duration_
 /// arrives than the mean window over it allows, and the message says so.
 pub fn throughput_ceiling(window: u64, srtt_us: u32, received_bps: f64) -> Option<Advice> {
     let ceiling_bps = bps(window as f64, f64::from(srtt_us))?;
-    let beyond = if received_bps > ceiling_bps * BEYOND_CEILING {
+    let beyond = beside_ceiling(
+        received_bps,
+        ceiling_bps,
         " (more than that: the round trips were shorter than this srtt, the data's \
-         sender's latest, while the window was open)"
-    } else {
-        ""
-    };
+         sender's latest, while the window was open)",
+    );
     let message = format!(
         "a {window} B window at srtt {} allows at most {}, and {} arrived in order{beyond}",
         duration(u64::from(srtt_us) * 1000),
@@ -418,11 +418,11 @@ pub fn send_ceiling(send: &SendWindow) -> Option<Advice> {
     let ceiling_bps = send.mean_ceiling_bps.filter(|&c| c > 0.0)?;
     let srtt_us = (window as f64 * 8e6 / ceiling_bps).round() as u32;
     let acked_bps = send.acked_bps;
-    let beyond = if acked_bps > ceiling_bps * BEYOND_CEILING {
-        " (more than that: srtt, the kernel's smoothed estimate, ran above the round trips)"
-    } else {
-        ""
-    };
+    let beyond = beside_ceiling(
+        acked_bps,
+        ceiling_bps,
+        " (more than that: srtt, the kernel's smoothed estimate, ran above the round trips)",
+    );
     let message = format!(
         "the usable window (the peer's window or cwnd, the smaller, {}) \
          averaged {window} B: at each ACK's srtt it allowed at most {} on average (as at \

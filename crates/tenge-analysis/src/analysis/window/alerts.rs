@@ -246,14 +246,29 @@ pub(super) const BEYOND_CEILING: f64 = 1.05;
 /// ", and ACHIEVED was VERB" after a window's ceiling (its latest value per
 /// srtt), saying why when the time before did better than the ceiling now.
 pub(super) fn achieved_text(ceiling: Option<f64>, achieved: f64, verb: &str) -> String {
-    let why = match ceiling {
-        Some(c) if achieved > c * BEYOND_CEILING => {
+    let why = ceiling.map_or("", |c| {
+        beside_ceiling(
+            achieved,
+            c,
             " (more than the window allows now: it was larger, or the round trips shorter, \
-             earlier in that time)"
-        }
-        _ => "",
-    };
+             earlier in that time)",
+        )
+    });
     format!(", and {} {verb}{why}", rate(achieved))
+}
+
+/// What follows a rate measured beside a window's `ceiling`: nothing below
+/// it; `beyond` past [`BEYOND_CEILING`] of it; and between, that the two
+/// agree ("allowed at most 23.13 Gb/s, and 23.32 Gb/s was acknowledged"
+/// read as a contradiction, where srtt, smoothed, is off by that much).
+pub(super) fn beside_ceiling(achieved: f64, ceiling: f64, beyond: &'static str) -> &'static str {
+    if achieved > ceiling * BEYOND_CEILING {
+        beyond
+    } else if achieved > ceiling {
+        " (the window's ceiling, to within the error of a smoothed srtt)"
+    } else {
+        ""
+    }
 }
 
 #[cfg(test)]
@@ -309,8 +324,13 @@ mod tests {
         assert_eq!(rate(bps(26844.0, 100.0).unwrap()), "2.15 Gb/s");
         assert_eq!(rate(8948.0 * 8.0 / 0.45), "159.1 kb/s");
         assert_eq!(
+            achieved_text(Some(1e9), 0.98e9, "was acknowledged"),
+            ", and 980.0 Mb/s was acknowledged"
+        );
+        assert_eq!(
             achieved_text(Some(1e9), 1.04e9, "was acknowledged"),
-            ", and 1.04 Gb/s was acknowledged"
+            ", and 1.04 Gb/s was acknowledged (the window's ceiling, to within the error of a \
+             smoothed srtt)"
         );
         assert!(achieved_text(Some(1e9), 1.2e9, "arrived").contains("larger, or the round trips"));
         assert_eq!(bps(1.0, 0.0), None);
