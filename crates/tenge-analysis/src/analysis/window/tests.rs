@@ -750,7 +750,7 @@ fn a_few_busy_jiffies_none_rwnd_start_no_rwnd_episode() {
 
 /// 400 lossy windows (free 33000 → 26844, 18.65 %), one per ms, each
 /// taking in 26844 B (215 Mb/s), at a receiver whose own srtt is `srtt_us`.
-fn lossy_receiver_at_srtt(srtt_us: u32) -> Vec<Alert> {
+fn lossy_receiver(srtt_us: u32) -> Vec<Event> {
     let r = &RECEIVER;
     let mut events = vec![r.rcv(
         0,
@@ -764,11 +764,49 @@ fn lossy_receiver_at_srtt(srtt_us: u32) -> Vec<Alert> {
         events.push(r.adv(i * MS, paper_adv(65072, rcv_nxt, 26844)));
         rcv_nxt += 26844;
     }
-    let cfg = WindowConfig {
+    events
+}
+
+/// Its windows lose 18.65 %: flagged at a threshold of 15 %.
+fn lossy_cfg() -> WindowConfig {
+    WindowConfig {
         threshold_pct: 15.0,
         ..Default::default()
+    }
+}
+
+fn lossy_receiver_at_srtt(srtt_us: u32) -> Vec<Alert> {
+    run(lossy_cfg(), &lossy_receiver(srtt_us)).0
+}
+
+/// The connection's throughput ceiling is its traced sender's, from its
+/// ACKs: the receiver, whose srtt is the sender's latest, gives none once
+/// the sender is traced (mss-mismatch: 2.02 Gb/s at srtt 71 µs beside the
+/// sender's 3.83 at its ACKs' 37 µs).
+#[test]
+fn a_traced_sender_alone_gives_the_ceiling() {
+    let ceiling = |events: &[Event]| {
+        let (_, report) = run(lossy_cfg(), events);
+        let receiver = report
+            .flows
+            .iter()
+            .find(|f| f.sock_cookie == RECEIVER.cookie);
+        receiver.is_some_and(|f| {
+            f.advice
+                .iter()
+                .any(|a| matches!(a, Advice::ThroughputCeiling { .. }))
+        })
     };
-    run(cfg, &events).0
+    // A reader that keeps up: the window, not its reads, sets the rate.
+    let mut events = lossy_receiver(1000);
+    for ev in &mut events {
+        if let Body::WindowAdv(w) = &mut ev.body {
+            w.copied_seq = w.rcv_nxt;
+        }
+    }
+    assert!(ceiling(&events));
+    events.insert(0, SENDER.rcv(0, ack(0, 0, 0, 0, 65535)));
+    assert!(!ceiling(&events));
 }
 
 #[test]
