@@ -601,8 +601,9 @@ fn wire_windows_filled(run: &Run, segment: u32) -> (usize, usize) {
 /// segments of that size in a row: the rests the sender sent) and its
 /// windows are 22370 B; the sender sends most of them whole, 8948 + 8948 +
 /// 4474, where the paper's sender would stop at 17896 (whole segments).
-/// The report's share of such windows filled to the edge is the wire's, and
-/// the usable window of its chain counts the rest in that share.
+/// The windows the report counts filled to the edge are the wire's, its
+/// share of them at least the wire's, and the usable window of its chain
+/// counts the rest in that share.
 #[test]
 fn windows_are_filled_as_far_as_the_wire_shows() {
     if !common::require_root("windows_are_filled_as_far_as_the_wire_shows") {
@@ -630,8 +631,13 @@ fn windows_are_filled_as_far_as_the_wire_shows() {
     let (counted, odd) = (tails.sent + tails.held, odd as u64);
     assert!(odd >= 100 && counted >= 100, "{odd} {tails:?}");
     assert!(tails.sent.abs_diff(filled as u64) <= 2 + odd / 100);
+    // The wire cannot tell a window that held the sender from one it stopped
+    // within a segment of for another reason, so its held windows are at
+    // least the report's, and its share filled at most (one run in eight
+    // under `make test`: 6630 held on the wire, 5576 in the report, 5207
+    // and 5206 of them filled; the other runs within 0.005 of each other).
     assert!(counted <= odd + odd / 100);
-    assert!((tails.sent_share() - wire_share).abs() < 0.05);
+    assert!(tails.sent_share() > wire_share - 0.02);
     let chain = run.sender().window.chain.expect("a window chain");
     assert_eq!(
         chain.usable,
