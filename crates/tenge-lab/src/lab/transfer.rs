@@ -433,7 +433,10 @@ impl Reading {
 }
 
 /// Reads `TCP_INFO` of the socket that arrives on `stream` every `every`
-/// until `polling` goes false. Nothing without a period or a socket.
+/// until `polling` goes false, and once more then: at least one poll, the
+/// last at the end (a transfer over the loopback had ended before its
+/// receiver's poller first ran, and left none). Nothing without a period or
+/// a socket.
 fn poll_tcp_info(
     stream: std::sync::mpsc::Receiver<TcpStream>,
     every: Duration,
@@ -444,7 +447,8 @@ fn poll_tcp_info(
     };
     let inode = socket_inode(stream.as_raw_fd());
     let mut polls = Vec::new();
-    while polling.load(Ordering::Relaxed) {
+    loop {
+        let last = !polling.load(Ordering::Relaxed);
         let mono_ns = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
         match tcp_info(&stream) {
             Ok(info) => polls.push(TcpInfoPoll {
@@ -454,6 +458,9 @@ fn poll_tcp_info(
                 wmem_queued: wmem_queued(stream.as_raw_fd()).unwrap_or(0),
             }),
             Err(_) => break,
+        }
+        if last {
+            break;
         }
         std::thread::sleep(every);
     }
