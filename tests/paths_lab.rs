@@ -449,6 +449,90 @@ fn loss_paths_match_the_kernels_retransmit_and_out_of_order_counts() {
     }
 }
 
+/// The TCP counters of `netns`, by nstat (absolute, its history file left
+/// alone).
+fn nstat(netns: &str) -> std::collections::BTreeMap<String, u64> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", netns, "nstat", "-asz", "--json"])
+        .output()
+        .expect("nstat runs");
+    assert!(
+        out.status.success(),
+        "nstat: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("nstat's JSON");
+    let counters = json["kernel"].as_object().expect("nstat's kernel counters");
+    counters
+        .iter()
+        .map(|(name, n)| (name.clone(), n.as_u64().expect("a count")))
+        .collect()
+}
+
+/// Segments TCP took and then dropped (the window shrank to nothing under a
+/// slow reader, with loss) take a path of their own, `tcp_dropped`, as the
+/// kernel counts them (nstat); they are not out of order, nor counted again
+/// with the copy sent after them. Before they were, the out-of-order path
+/// stood above the kernel's count by every segment dropped (6160 against
+/// rcv_ooopack's 5885, 57 skbs dropped at a zero window).
+#[test]
+fn segments_tcp_drops_take_their_own_path() {
+    if !require_root("segments_tcp_drops_take_their_own_path") {
+        return;
+    }
+    let _serial = serial();
+    let cfg = LabConfig {
+        bytes: 16 << 20,
+        drop_every: Some(5),
+        rcvbuf: Some(64 << 10),
+        shrink_window: true,
+        reader: tenge_trace::lab::Reader::Slow {
+            initial_pause: Duration::from_millis(200),
+            read_size: 4096,
+            interval: Duration::from_millis(1),
+            reads: 300,
+        },
+        ..LabConfig::default()
+    };
+    let lab = Lab::new(&cfg).unwrap();
+    let netns = lab.receiver_netns().name().to_string();
+    let before = nstat(&netns);
+    let run = bulk_run(&lab, &cfg, true);
+    let after = nstat(&netns);
+    print_report("tcp drops", &run);
+    // Beyond the window, no window, no memory (BeyondWindow is 6.17's).
+    let drops = [
+        "TcpExtTCPZeroWindowDrop",
+        "TcpExtBeyondWindow",
+        "TcpExtTCPOFODrop",
+        "TcpExtTCPRcvQDrop",
+    ];
+    let dropped_skbs: u64 = drops
+        .iter()
+        .map(|name| after.get(*name).unwrap_or(&0) - before.get(*name).unwrap_or(&0))
+        .sum();
+    let tcp_dropped = path_packets(&run.report, "rx", "order", "tcp_dropped");
+    let out_of_order = path_packets(&run.report, "rx", "order", "out_of_order");
+    let kernel_out_of_order = u64::from(run.transfer.receiver.rcv_ooopack);
+    eprintln!(
+        "tcp_dropped {tcp_dropped} segments, the kernel dropped {dropped_skbs} skbs; \
+         out_of_order {out_of_order}, rcv_ooopack {kernel_out_of_order}"
+    );
+    assert!(dropped_skbs > 0, "the scenario made TCP drop nothing");
+    // An skb is at least one segment, at most 45 of 1448 bytes in 64 KiB.
+    assert!(
+        (dropped_skbs..=dropped_skbs * 45).contains(&tcp_dropped),
+        "tcp_dropped {tcp_dropped} segments for {dropped_skbs} skbs the kernel dropped"
+    );
+    // As in the loss test: above by at most a segment in a hundred.
+    let most_unseen = run.not_run("tcp_rcv") * 45;
+    assert!(
+        out_of_order <= kernel_out_of_order + (kernel_out_of_order / 100).max(1)
+            && kernel_out_of_order.saturating_sub(out_of_order) <= most_unseen,
+        "out_of_order {out_of_order}, rcv_ooopack {kernel_out_of_order}"
+    );
+}
+
 /// With 1-in-8 sampling (by 16 KiB blocks of sequence space, the same rule in
 /// BPF and here) the report scales its counts by 8, and its quantiles estimate
 /// the distributions of all packets. Two tracers watch the same transfer,

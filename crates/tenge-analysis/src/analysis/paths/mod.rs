@@ -670,7 +670,7 @@ impl PathAnalyzer {
         self.napi[i].record(work, budget);
     }
 
-    /// A drop: of a received packet before TCP, or of a sent one before the driver.
+    /// A drop: of a received packet before TCP or by it, or of a sent one before the driver.
     fn kfree_skb(&mut self, ev: &Event, seq: u32, len: u32) {
         for outgoing in [false, true] {
             let Some(key) = FlowKey::of(ev, outgoing) else {
@@ -683,7 +683,7 @@ impl PathAnalyzer {
             let found = if outgoing {
                 flow.tx.on_drop(seq, len, &mut ctx)
             } else {
-                flow.rx.on_drop(seq, &mut ctx)
+                flow.rx.on_drop(seq, len, &mut ctx)
             };
             if found {
                 return;

@@ -163,6 +163,24 @@ fn insert_sorted(queue: &mut VecDeque<Unit>, unit: Unit) {
     queue.insert(at, unit);
 }
 
+/// Whether the ranges `held` together cover all of `[seq, end)`.
+fn covers(mut held: Vec<(u32, u32)>, seq: u32, end: u32) -> bool {
+    held.sort_unstable_by_key(|&(start, _)| start.wrapping_sub(seq) as i32);
+    let mut upto = seq;
+    for (start, stop) in held {
+        if !seq_after(end, upto) {
+            break;
+        }
+        if seq_after(start, upto) {
+            return false;
+        }
+        if seq_after(stop, upto) {
+            upto = stop;
+        }
+    }
+    !seq_after(end, upto)
+}
+
 impl RxFlow {
     /// Whether a data packet seen at `hop`, and found in no earlier hop's
     /// queue, starts a unit: only at the flow's first traced hop.
@@ -324,8 +342,13 @@ impl RxFlow {
         }
     }
 
-    /// A drop before TCP took the segment.
-    pub fn on_drop(&mut self, seq: u32, ctx: &mut Ctx) -> bool {
+    /// A drop of the skb `[seq, seq + len)`: before TCP took it, or by TCP.
+    /// TCP drops a segment it cannot keep (beyond the window, no receive
+    /// memory): its units would otherwise wait in `queued` and reach the
+    /// reader with the copy sent again, counted twice. One whose bytes
+    /// another skb holds (TCP merges them out of order) ends there, still
+    /// out of order, as the kernel counts it.
+    pub fn on_drop(&mut self, seq: u32, len: u32, ctx: &mut Ctx) -> bool {
         for queue in [&mut self.entered, &mut self.in_stack] {
             if let Some(i) = queue.iter().position(|u| u.seq == seq) {
                 queue.remove(i).expect("index from position").finish(ctx);
@@ -333,7 +356,39 @@ impl RxFlow {
                 return true;
             }
         }
-        false
+        // The skb's units are the last in its range to reach TCP: an older
+        // copy of the same bytes may be queued.
+        let end = seq.wrapping_add(len);
+        let in_range = |u: &Unit| u.at[TCP] != 0 && u.within(seq, end);
+        let Some(latest) = self
+            .queued
+            .iter()
+            .filter(|u| in_range(u))
+            .map(|u| u.at[TCP])
+            .max()
+        else {
+            return false;
+        };
+        let dropped = |u: &Unit| in_range(u) && u.at[TCP] == latest;
+        let others: Vec<(u32, u32)> = self
+            .queued
+            .iter()
+            .filter(|u| !dropped(u) && u.at[TCP] != 0)
+            .map(|u| (u.seq, u.end))
+            .collect();
+        let held_elsewhere = covers(others, seq, end);
+        advance(
+            &mut self.queued,
+            |u| dropped(u),
+            |mut u| {
+                if !held_elsewhere {
+                    u.order = rx_value::TCP_DROPPED;
+                }
+                u.finish(ctx);
+                ctx.counters.evictions.dropped += 1;
+            },
+        );
+        true
     }
 
     /// Finishes units that made no progress for too long: `stale_ns` inside

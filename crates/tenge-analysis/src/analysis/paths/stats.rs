@@ -55,7 +55,8 @@ pub mod rx_value {
     pub const IN_ORDER: u8 = 0;
     pub const OUT_OF_ORDER: u8 = 1;
     pub const DUPLICATE: u8 = 2;
-    pub const ORDER_UNSEEN: u8 = 3;
+    pub const TCP_DROPPED: u8 = 3;
+    pub const ORDER_UNSEEN: u8 = 4;
 }
 
 /// Shared by the socket and order dimensions, so a flamegraph stack shows it once.
@@ -125,6 +126,10 @@ pub const RX: DirSpec = DirSpec {
                 ("in_order", "seq == rcv_nxt"),
                 ("out_of_order", "seq after rcv_nxt: a hole before it (loss or reordering)"),
                 ("duplicate", "all of it before rcv_nxt: data already received"),
+                (
+                    "tcp_dropped",
+                    "reached tcp_rcv, then TCP dropped it: beyond the window, no receive memory, or its bytes already queued",
+                ),
                 NOT_IN_TCP,
             ],
         },
@@ -424,7 +429,7 @@ mod tests {
     #[test]
     fn path_index_round_trips() {
         let all: usize = DIRECTIONS.iter().map(|d| combos(d)).sum();
-        assert_eq!(all, 7 + 3 * 3 * 4);
+        assert_eq!(all, 7 + 3 * 3 * 5);
         for i in 0..all {
             assert_eq!(PathId::from_index(i).index(), i);
         }

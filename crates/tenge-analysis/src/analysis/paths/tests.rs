@@ -755,6 +755,69 @@ fn rx_out_of_order_waits_in_tcp_and_duplicates_end_there() {
     assert_eq!(report.evictions.in_flight_at_end, 0);
 }
 
+/// TCP drops what it cannot keep (the window shrank to nothing, no receive
+/// memory): such a segment leaves at the drop on a path of its own, and is
+/// not counted again, nor given the wait of the copy sent after it, when
+/// that copy is read. A second copy of bytes queued out of order is dropped
+/// too (merged): out of order, as the kernel counts it, ending at TCP.
+#[test]
+fn a_segment_tcp_dropped_ends_there_and_a_second_copy_of_queued_bytes_is_out_of_order() {
+    let kfree = |ts: u64, skb: u64, seq: u32, len: u32| {
+        let drop = tt_kfree_skb {
+            seq,
+            len,
+            ..Default::default()
+        };
+        Event::new(hdr(ts, SENDER, RECEIVER, skb, 0), Body::KfreeSkb(drop))
+    };
+    let events = [
+        // [2000, 3000) past a hole: queued out of order.
+        rx::entry(1_000, 0xa00, 2000, 1000),
+        rx::netif(2_000, 0xa00, 2000, 1000, 1),
+        rx::tcp(3_000, 0xa00, 2000, 1000, 1000, 0),
+        // [3000, 4000) reaches TCP, which drops it (beyond the window).
+        rx::entry(4_000, 0xb00, 3000, 1000),
+        rx::netif(5_000, 0xb00, 3000, 1000, 1),
+        rx::tcp(6_000, 0xb00, 3000, 1000, 1000, 0),
+        kfree(6_500, 0xb00, 3000, 1000),
+        // A second copy of [2000, 3000): its bytes are queued, TCP drops it.
+        rx::entry(7_000, 0xc00, 2000, 1000),
+        rx::netif(8_000, 0xc00, 2000, 1000, 1),
+        rx::tcp(9_000, 0xc00, 2000, 1000, 1000, 0),
+        kfree(9_500, 0xc00, 2000, 1000),
+        // The hole, then [3000, 4000) again: everything readable and read.
+        rx::entry(20_000, 0xd00, 1000, 1000),
+        rx::netif(21_000, 0xd00, 1000, 1000, 1),
+        rx::tcp(22_000, 0xd00, 1000, 1000, 1000, 0),
+        rx::ready(23_000, 3000, 1000),
+        rx::entry(30_000, 0xe00, 3000, 1000),
+        rx::netif(31_000, 0xe00, 3000, 1000, 1),
+        rx::tcp(32_000, 0xe00, 3000, 1000, 3000, 0),
+        rx::ready(33_000, 4000, 1000),
+        rx::copy(40_000, 0xd00, 1000, 4000, 3000),
+        rx::read(41_000, 3000, 4000),
+    ];
+    let report = run(PathConfig::default(), &events);
+    let dropped = path(&report, "rx", "tcp_dropped");
+    assert_eq!(dropped.packets, 1);
+    assert_all(dropped, "ip_tcp", 1, 1_000);
+    assert_eq!(stage(dropped, "tcp_queue").count, 0);
+    // Both copies of [2000, 3000): the first waited for the hole, the
+    // second ended at TCP.
+    let ooo = path(&report, "rx", "out_of_order");
+    assert_eq!(ooo.packets, 2);
+    assert_all(ooo, "ip_tcp", 2, 1_000);
+    assert_all(ooo, "tcp_queue", 1, 20_000);
+    let in_order = path(&report, "rx", "in_order");
+    assert_eq!(in_order.packets, 2);
+    assert_eq!(stage(in_order, "tcp_queue").max_ns, 1_000);
+    assert_eq!(report.evictions.dropped, 2);
+    assert_eq!(
+        (report.coverage.rx_packets, report.coverage.rx_complete),
+        (5, 3)
+    );
+}
+
 #[test]
 fn reused_address_gives_no_bogus_latency_and_stale_entries_expire() {
     let mut events = vec![
