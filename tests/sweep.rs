@@ -278,6 +278,10 @@ fn other_cases() -> Vec<Case> {
             })
             .flatten();
         let max_pacing_rate = (pick(8) == 0).then_some(100_000_000);
+        // The receiver's window may shrink (net.ipv4.tcp_shrink_window); no
+        // timestamps: the sender's RTT from fewer samples.
+        let shrink_window = pick(5) == 0;
+        let timestamps = pick(5) != 0;
         let slow = matches!(reader, Reader::Slow { .. });
         let name = format!(
             "other {i:02}: mtu {mtu} wscale {} rcvbuf {} sndbuf {} writes {write_size}{} {} {} {flows}x{}{}{}{}{}",
@@ -292,7 +296,8 @@ fn other_cases() -> Vec<Case> {
             drop_every.map_or(String::new(), |n| format!(" loss 1/{n}")),
             qdisc.map_or(String::new(), |q| format!(" {}", q.split(' ').take(3).collect::<Vec<_>>().join(" "))),
             max_pacing_rate.map_or(String::new(), |_| " paced 800mbit".into()),
-        );
+        ) + if shrink_window { " shrink" } else { "" }
+            + if timestamps { "" } else { " no-ts" };
         cases.push(Case {
             name,
             flows,
@@ -309,6 +314,8 @@ fn other_cases() -> Vec<Case> {
                 nodelay,
                 congestion: congestion.map(str::to_string),
                 max_pacing_rate,
+                shrink_window,
+                timestamps,
                 // Small writes and slow readers move fewer bytes a second.
                 bytes: if write_size < 8192 || slow {
                     24 << 20
@@ -943,10 +950,15 @@ fn held_by_rwnd(run: &Run, cookie: u64, t: &TransferReport, wrong: &mut Vec<Stri
     let kernel = info.rwnd_limited_us as f64 / info.busy_time_us.max(1) as f64;
     // A segment is held_rwnd where the window held the sender at least half
     // its wait: next to no window time, next to none; a majority of the
-    // segments, only where the window held the sender a large share of its
+    // segments, only where the window held the sender a fair share of its
     // time (behind a token bucket, TSQ 71 % and the window 29 % once made
-    // 87 % of them held_rwnd).
-    if (kernel < 0.02 && share > 0.1) || (kernel < 0.3 && share > 0.5) {
+    // 87 % of them held_rwnd, the window counted held where an ACK had
+    // opened it). Segments weigh that time by how many wait in it, and more
+    // wait while the window holds: BBR, 1000 B writes, rcvbuf 96K, loss
+    // 1/300 (sweep seed 60), the kernel rwnd-limited 26 % of the time, 67 %
+    // of the segments held_rwnd, the segments' waits summed 80 % window
+    // (the events' window clock 35 ms beside the kernel's 45 ms).
+    if (kernel < 0.02 && share > 0.1) || (kernel < 0.1 && share > 0.5) {
         wrong.push(format!(
             "{share:.2} of the segments held_rwnd, kernel rwnd_limited {} of {} µs busy",
             info.rwnd_limited_us, info.busy_time_us
