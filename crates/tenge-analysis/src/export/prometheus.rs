@@ -134,7 +134,7 @@ impl FlowFigures {
             sws_stall_ns: w.sws_stall_ns,
             stalled_flows: u64::from(w.stalled),
             alerting: window.map(|w| w.alerting),
-            limit_shares: window.map(|w| w.limit_shares),
+            limit_shares: window.and_then(|w| w.limit_shares),
         }
     }
 

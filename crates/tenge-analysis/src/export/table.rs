@@ -151,7 +151,7 @@ fn render_header(out: &mut String, report: &Report) {
 fn render_windows_and_limits(out: &mut String, report: &Report, width: Option<usize>) {
     let _ = writeln!(
         out,
-        "\nWINDOWS AND LIMITS (per socket; limits are shares of busy time, other: none of them)"
+        "\nWINDOWS AND LIMITS (per socket; limits are shares of busy time sending data, other: none of them)"
     );
     let header = [
         "cookie",
@@ -195,12 +195,16 @@ fn render_windows_and_limits(out: &mut String, report: &Report, width: Option<us
             w.receive.mss_rounded_count.to_string(),
             bytes(w.receive.mss_rounding_bytes_lost),
             w.sws_stalls.len().to_string(),
-            pct(flow.limits.rwnd),
-            pct(flow.limits.cwnd),
-            pct(flow.limits.sndbuf),
-            pct(flow.limits.app),
-            pct(flow.limits.unlimited),
         ]);
+        // Without data sent no share (not 0% of everything).
+        let s = flow.limits.shares();
+        let row = rows.last_mut().expect("the row just pushed");
+        row.extend([s.rwnd, s.cwnd, s.sndbuf, s.app, s.unlimited].map(|share| {
+            match flow.limits.has_shares() {
+                true => pct(share),
+                false => "-".into(),
+            }
+        }));
     }
     out.push_str(&aligned(&rows, 3, width));
     if let Some(every) = byte_sampled(report) {

@@ -367,6 +367,24 @@ pub struct LimitsReport {
     pub kernel: Option<KernelChrono>,
 }
 
+impl LimitsReport {
+    /// Whether the socket has shares: it was busy with data (see
+    /// [`LimitTracker::report`]); else every share is 0.
+    pub fn has_shares(&self) -> bool {
+        self.rwnd + self.cwnd + self.sndbuf + self.app + self.unlimited > 0.0
+    }
+
+    pub fn shares(&self) -> LimitFractions {
+        LimitFractions {
+            rwnd: self.rwnd,
+            cwnd: self.cwnd,
+            sndbuf: self.sndbuf,
+            app: self.app,
+            unlimited: self.unlimited,
+        }
+    }
+}
+
 /// How far the kernel's chrono and our per-event estimate are apart.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct KernelDifference {
@@ -464,6 +482,11 @@ pub(super) struct LimitTracker {
     /// The largest `snd_cwnd` while the receive window held the sender back:
     /// the window that would have let the congestion window rule instead.
     pub rwnd_limited_cwnd: u32,
+    /// Busy with more than a FIN unacknowledged at some time: a socket that
+    /// sent only ACKs and its FIN has no shares (its FIN in flight was all
+    /// its busy time: "other 100%" beside ss's busy "-" on every lab's
+    /// receiver).
+    had_data: bool,
 }
 
 impl LimitTracker {
@@ -478,6 +501,7 @@ impl LimitTracker {
             mark_next: 0,
             marks_filled: 0,
             rwnd_limited_cwnd: 0,
+            had_data: false,
         }
     }
 
@@ -550,6 +574,7 @@ impl LimitTracker {
         if let Some(last) = self.last_ns {
             if ts_ns > last {
                 let limit = self.state.limit();
+                self.had_data |= seq_gap(self.state.snd_una, self.state.write_seq) > 1;
                 let ns = &mut self.ns[limit as usize];
                 *ns = ns.saturating_add(ts_ns - last);
                 if limit == Limit::Rwnd {
@@ -606,15 +631,9 @@ impl LimitTracker {
     }
 
     /// The shares of busy time the report shows (see [`reconcile`]).
-    pub fn shares(&self, hz: Option<u32>) -> LimitFractions {
+    pub fn shares(&self, hz: Option<u32>) -> Option<LimitFractions> {
         let r = self.report(hz);
-        LimitFractions {
-            rwnd: r.rwnd,
-            cwnd: r.cwnd,
-            sndbuf: r.sndbuf,
-            app: r.app,
-            unlimited: r.unlimited,
-        }
+        r.has_shares().then(|| r.shares())
     }
 
     pub fn report(&self, hz: Option<u32>) -> LimitsReport {
@@ -636,9 +655,10 @@ impl LimitTracker {
         let kernel = self
             .chrono
             .and_then(|c| KernelChrono::from_totals(c.totals(), hz));
-        // A socket we never saw busy (a receiver's ACKs, its FIN) has no shares.
-        let shares = if busy == 0 {
-            per_event
+        // A socket we never saw busy or send data (a receiver's ACKs, its
+        // FIN) has no shares.
+        let shares = if busy == 0 || !self.had_data {
+            LimitFractions::default()
         } else {
             reconcile(per_event, kernel.as_ref())
         };

@@ -56,7 +56,7 @@ const LIMIT_KINDS: [AlertKind; 3] = [
 /// A sender's rwnd-limited share of its busy time (the report's) and its
 /// largest cwnd meanwhile.
 fn rwnd_limited(limits: &LimitTracker, hz: Option<u32>) -> (f64, u32) {
-    (limits.shares(hz).rwnd, limits.rwnd_limited_cwnd)
+    (limits.report(hz).rwnd, limits.rwnd_limited_cwnd)
 }
 
 /// The size in bytes of what a limit alert is about: the peer's window the
@@ -857,8 +857,9 @@ pub struct LiveWindow {
     /// Busy time limited by each cause (rwnd and sndbuf the kernel's where
     /// known, as in [`LimitsReport`]).
     pub limited: LimitTimes,
-    /// The shares of busy time, exactly as the report's limits give them.
-    pub limit_shares: LimitFractions,
+    /// The shares of busy time, exactly as the report's limits give them;
+    /// None for a socket that sent no data.
+    pub limit_shares: Option<LimitFractions>,
     pub advertised_count: u64,
     pub mss_rounded_count: u64,
     pub mss_rounding_bytes_lost: u64,

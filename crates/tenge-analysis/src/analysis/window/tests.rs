@@ -688,6 +688,46 @@ fn a_write_after_an_ack_brings_its_own_flight() {
     assert_eq!(kinds(&alerts), [], "{alerts:#?}");
 }
 
+/// A receiver sends ACKs and, at the close, its FIN, which is all its busy
+/// time (the kernel clocks under a millisecond: ss says busy "-"): it has
+/// no shares, where it had "other 100%". Its peer, busy with data, has.
+#[test]
+fn a_socket_that_sent_only_its_fin_has_no_limit_shares() {
+    let r = &RECEIVER;
+    let fin = |ts_ns, snd_una| {
+        let w = tt_window_adv {
+            tcp_flags: tcp_flags::ACK | tcp_flags::FIN,
+            snd_una,
+            snd_nxt: 1001,
+            write_seq: 1001,
+            snd_wnd: 65535,
+            snd_cwnd: 10,
+            mss_cache: 1448,
+            packets_out: 1,
+            ..Default::default()
+        };
+        r.adv(ts_ns, w)
+    };
+    let acked = tt_tcp_rcv {
+        tcp_flags: tcp_flags::ACK,
+        ack: 1001,
+        snd_una: 1000,
+        snd_nxt: 1001,
+        write_seq: 1001,
+        snd_wnd: 65535,
+        snd_cwnd: 10,
+        mss_cache: 1448,
+        packets_out: 1,
+        ..Default::default()
+    };
+    let events = [fin(MS, 1000), r.rcv(MS + 50_000, acked)];
+    let (_, report) = run(WindowConfig::default(), &events);
+    let limits = &report.flows[0].limits;
+    assert_eq!(limits.busy_ns, 50_000);
+    assert!(!limits.has_shares(), "{limits:?}");
+    assert_eq!(limits.shares(), LimitFractions::default());
+}
+
 /// A writer the events see blocked on a 16 KiB send buffer throughout (at
 /// srtt 100 µs it allows 1.3 Gb/s, 800 Mb/s are acknowledged: it binds),
 /// an ACK every 8 ms for 1 s, whose kernel chrono clocked 1 busy jiffy in 3
