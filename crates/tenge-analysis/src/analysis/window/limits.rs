@@ -574,7 +574,9 @@ impl LimitTracker {
         if let Some(last) = self.last_ns {
             if ts_ns > last {
                 let limit = self.state.limit();
-                self.had_data |= seq_gap(self.state.snd_una, self.state.write_seq) > 1;
+                let s = &self.state;
+                self.had_data |=
+                    seq_gap(s.snd_una, s.write_seq).max(seq_gap(s.snd_una, s.snd_nxt)) > 1;
                 let ns = &mut self.ns[limit as usize];
                 *ns = ns.saturating_add(ts_ns - last);
                 if limit == Limit::Rwnd {
