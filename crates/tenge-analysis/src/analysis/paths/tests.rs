@@ -223,6 +223,16 @@ mod rx {
         )
     }
 
+    /// `[seq, seq + len)` from the driver to TCP (whose rcv_nxt is `rcv_nxt`),
+    /// a microsecond a hop from `t0`.
+    pub fn to_tcp(t0: u64, skb: u64, seq: u32, len: u32, rcv_nxt: u32) -> [Event; 3] {
+        [
+            entry(t0, skb, seq, len),
+            netif(t0 + 1_000, skb, seq, len, 1),
+            tcp(t0 + 2_000, skb, seq, len, rcv_nxt, 0),
+        ]
+    }
+
     /// One segment down the whole path; hop times are `t0 + offsets[i]`.
     pub fn full_path(t0: u64, skb: u64, seq: u32, offsets: [u64; 6], backlog: u8) -> Vec<Event> {
         let end = seq + MSS;
@@ -770,33 +780,24 @@ fn a_segment_tcp_dropped_ends_there_and_a_second_copy_of_queued_bytes_is_out_of_
         };
         Event::new(hdr(ts, SENDER, RECEIVER, skb, 0), Body::KfreeSkb(drop))
     };
-    let events = [
-        // [2000, 3000) past a hole: queued out of order.
-        rx::entry(1_000, 0xa00, 2000, 1000),
-        rx::netif(2_000, 0xa00, 2000, 1000, 1),
-        rx::tcp(3_000, 0xa00, 2000, 1000, 1000, 0),
-        // [3000, 4000) reaches TCP, which drops it (beyond the window).
-        rx::entry(4_000, 0xb00, 3000, 1000),
-        rx::netif(5_000, 0xb00, 3000, 1000, 1),
-        rx::tcp(6_000, 0xb00, 3000, 1000, 1000, 0),
-        kfree(6_500, 0xb00, 3000, 1000),
-        // A second copy of [2000, 3000): its bytes are queued, TCP drops it.
-        rx::entry(7_000, 0xc00, 2000, 1000),
-        rx::netif(8_000, 0xc00, 2000, 1000, 1),
-        rx::tcp(9_000, 0xc00, 2000, 1000, 1000, 0),
-        kfree(9_500, 0xc00, 2000, 1000),
-        // The hole, then [3000, 4000) again: everything readable and read.
-        rx::entry(20_000, 0xd00, 1000, 1000),
-        rx::netif(21_000, 0xd00, 1000, 1000, 1),
-        rx::tcp(22_000, 0xd00, 1000, 1000, 1000, 0),
-        rx::ready(23_000, 3000, 1000),
-        rx::entry(30_000, 0xe00, 3000, 1000),
-        rx::netif(31_000, 0xe00, 3000, 1000, 1),
-        rx::tcp(32_000, 0xe00, 3000, 1000, 3000, 0),
+    let mut events = Vec::new();
+    // [2000, 3000) past a hole: queued out of order.
+    events.extend(rx::to_tcp(1_000, 0xa00, 2000, 1000, 1000));
+    // [3000, 4000) reaches TCP, which drops it (beyond the window).
+    events.extend(rx::to_tcp(4_000, 0xb00, 3000, 1000, 1000));
+    events.push(kfree(6_500, 0xb00, 3000, 1000));
+    // A second copy of [2000, 3000): its bytes are queued, TCP drops it.
+    events.extend(rx::to_tcp(7_000, 0xc00, 2000, 1000, 1000));
+    events.push(kfree(9_500, 0xc00, 2000, 1000));
+    // The hole, then [3000, 4000) again: everything readable and read.
+    events.extend(rx::to_tcp(20_000, 0xd00, 1000, 1000, 1000));
+    events.push(rx::ready(23_000, 3000, 1000));
+    events.extend(rx::to_tcp(30_000, 0xe00, 3000, 1000, 3000));
+    events.extend([
         rx::ready(33_000, 4000, 1000),
         rx::copy(40_000, 0xd00, 1000, 4000, 3000),
         rx::read(41_000, 3000, 4000),
-    ];
+    ]);
     let report = run(PathConfig::default(), &events);
     let dropped = path(&report, "rx", "tcp_dropped");
     assert_eq!(dropped.packets, 1);

@@ -694,33 +694,18 @@ fn a_write_after_an_ack_brings_its_own_flight() {
 #[test]
 fn a_socket_that_sent_only_its_fin_has_no_limit_shares() {
     let r = &RECEIVER;
-    let fin = |ts_ns, snd_una| {
-        let w = tt_window_adv {
-            tcp_flags: tcp_flags::ACK | tcp_flags::FIN,
-            snd_una,
-            snd_nxt: 1001,
-            write_seq: 1001,
-            snd_wnd: 65535,
-            snd_cwnd: 10,
-            mss_cache: 1448,
-            packets_out: 1,
-            ..Default::default()
-        };
-        r.adv(ts_ns, w)
-    };
-    let acked = tt_tcp_rcv {
-        tcp_flags: tcp_flags::ACK,
-        ack: 1001,
-        snd_una: 1000,
+    let fin = tt_window_adv {
+        tcp_flags: tcp_flags::ACK | tcp_flags::FIN,
         snd_nxt: 1001,
         write_seq: 1001,
         snd_wnd: 65535,
         snd_cwnd: 10,
-        mss_cache: 1448,
         packets_out: 1,
-        ..Default::default()
+        ..sent(1000, 0, 1000, 0)
     };
-    let events = [fin(MS, 1000), r.rcv(MS + 50_000, acked)];
+    let fin = r.adv(MS, fin);
+    let acked = r.rcv(MS + 50_000, ack(1000, 1001, 1001, 1001, 65535));
+    let events = [fin, acked];
     let (_, report) = run(WindowConfig::default(), &events);
     let limits = &report.flows[0].limits;
     assert_eq!(limits.busy_ns, 50_000);
