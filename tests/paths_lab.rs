@@ -79,7 +79,7 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, count_hits: bool) -> BulkRun {
     let (mut writer_cookie, mut reader_cookie) = (0, 0);
     let mut napi_polls = Vec::new();
     let mut xmit_ts = Vec::new();
-    let sender_ip = std::net::IpAddr::V4(lab.sender_ip());
+    let sender_ip = lab.sender_addr(cfg.ipv6);
     let options = TracerOptions {
         count_hits,
         ..TracerOptions::default()
@@ -485,25 +485,33 @@ fn segments_tcp_drops_take_their_own_path() {
         return;
     }
     let _serial = serial();
-    let cfg = LabConfig {
-        bytes: 16 << 20,
-        drop_every: Some(5),
-        rcvbuf: Some(64 << 10),
-        shrink_window: true,
-        reader: tenge_trace::lab::Reader::Slow {
-            initial_pause: Duration::from_millis(200),
-            read_size: 4096,
-            interval: Duration::from_millis(1),
-            reads: 300,
-        },
-        ..LabConfig::default()
-    };
-    let lab = Lab::new(&cfg).unwrap();
+    // Each family: the drop's headers are read per family.
+    for ipv6 in [false, true] {
+        let cfg = LabConfig {
+            bytes: 16 << 20,
+            drop_every: Some(5),
+            rcvbuf: Some(64 << 10),
+            shrink_window: true,
+            ipv6,
+            reader: tenge_trace::lab::Reader::Slow {
+                initial_pause: Duration::from_millis(200),
+                read_size: 4096,
+                interval: Duration::from_millis(1),
+                reads: 300,
+            },
+            ..LabConfig::default()
+        };
+        tcp_drops_take_their_own_path(if ipv6 { "tcp drops v6" } else { "tcp drops v4" }, &cfg);
+    }
+}
+
+fn tcp_drops_take_their_own_path(tag: &str, cfg: &LabConfig) {
+    let lab = Lab::new(cfg).unwrap();
     let netns = lab.receiver_netns().name().to_string();
     let before = nstat(&netns);
-    let run = bulk_run(&lab, &cfg, true);
+    let run = bulk_run(&lab, cfg, true);
     let after = nstat(&netns);
-    print_report("tcp drops", &run);
+    print_report(tag, &run);
     // Beyond the window, no window, no memory (BeyondWindow is 6.17's).
     let drops = [
         "TcpExtTCPZeroWindowDrop",
@@ -516,36 +524,24 @@ fn segments_tcp_drops_take_their_own_path() {
         .map(|name| after.get(*name).unwrap_or(&0) - before.get(*name).unwrap_or(&0))
         .sum();
     let tcp_dropped = path_packets(&run.report, "rx", "order", "tcp_dropped");
-    let out_of_order = path_packets(&run.report, "rx", "order", "out_of_order");
-    let kernel_out_of_order = u64::from(run.transfer.receiver.rcv_ooopack);
-    eprintln!(
-        "tcp_dropped {tcp_dropped} segments, the kernel dropped {dropped_skbs} skbs; \
-         out_of_order {out_of_order}, rcv_ooopack {kernel_out_of_order}"
+    eprintln!("{tag}: tcp_dropped {tcp_dropped} segments, the kernel dropped {dropped_skbs} skbs");
+    assert!(
+        dropped_skbs > 0,
+        "{tag}: the scenario made TCP drop nothing"
     );
-    assert!(dropped_skbs > 0, "the scenario made TCP drop nothing");
     // An skb is at least one segment, at most 45 of 1448 bytes in 64 KiB.
     assert!(
         (dropped_skbs..=dropped_skbs * 45).contains(&tcp_dropped),
-        "tcp_dropped {tcp_dropped} segments for {dropped_skbs} skbs the kernel dropped"
+        "{tag}: tcp_dropped {tcp_dropped} segments for {dropped_skbs} skbs the kernel dropped"
     );
-    assert_counted_as_the_kernel(
-        "tcp drops",
-        "out_of_order",
-        out_of_order,
-        kernel_out_of_order,
-        &run,
-        &cfg,
-    );
-    let retransmit = path_packets(&run.report, "tx", "hold", "retransmit");
-    let retransmitted = u64::from(run.transfer.sender.total_retrans);
-    assert_counted_as_the_kernel(
-        "tcp drops",
-        "retransmit",
-        retransmit,
-        retransmitted,
-        &run,
-        &cfg,
-    );
+    for (path, dimension, kernel) in [
+        ("out_of_order", "order", run.transfer.receiver.rcv_ooopack),
+        ("retransmit", "hold", run.transfer.sender.total_retrans),
+    ] {
+        let direction = if dimension == "order" { "rx" } else { "tx" };
+        let traced = path_packets(&run.report, direction, dimension, path);
+        assert_counted_as_the_kernel(tag, path, traced, u64::from(kernel), &run, cfg);
+    }
 }
 
 /// With 1-in-8 sampling (by 16 KiB blocks of sequence space, the same rule in
@@ -698,7 +694,7 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
     };
     let (mut edges, mut bounds) = (Vec::new(), Vec::new());
     let (mut stamps, mut xmits) = (Vec::new(), Vec::new());
-    let sender_ip = std::net::IpAddr::V4(lab.sender_ip());
+    let sender_ip = lab.sender_addr(cfg.ipv6);
     let (all, sliced, stats) = beside_every_packet(&lab, &cfg, filters, |ev| {
         match ev.body {
             // The recording's bounds (traced then) aside: pauses' edges.
