@@ -5,7 +5,9 @@
 //! mapped through the connection's addresses, turned around to the receiving
 //! socket's point of view, within the event's network namespace.
 
-use crate::event::{addr_text, is_incoming_packet, sampled_bytes, v4_word, Body, Event, FlowKey};
+use crate::event::{
+    addr_text, is_incoming_packet, sampled_bytes, tcp_flags, v4_word, Body, Event, FlowKey,
+};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -157,12 +159,61 @@ pub struct FlowInfo {
     /// queue). Sampled 1 in N by sequence number: N times those of the kept
     /// blocks (see [`sampled_bytes`]).
     pub bytes_sent: u64,
-    /// TCP payload bytes this socket received, each once: what a segment
-    /// carries below `rcv_nxt` was received before (as `tcpi_bytes_received`).
-    /// Sampled, estimated as `bytes_sent` is.
+    /// TCP payload bytes this socket received, each once, as
+    /// `tcpi_bytes_received` counts them: by how far its `rcv_nxt` advanced
+    /// (up to the end of the payload it was sent, so not the FIN), for a
+    /// segment TCP dropped comes again. Sampled, estimated as `bytes_sent`
+    /// is, from the kept segments: what one carries below `rcv_nxt` was
+    /// received before.
     pub bytes_received: u64,
     /// Last TCP state seen (include/net/tcp_states.h), 0 if none.
     pub state: u8,
+    #[serde(skip)]
+    received: ReceivedUpTo,
+}
+
+/// How far a socket's received bytes are counted: its `rcv_nxt` as last
+/// counted, and the end of the payload it was sent (`rcv_nxt` passes it
+/// by the FIN).
+#[derive(Clone, Copy, Debug, Default)]
+struct ReceivedUpTo {
+    counted: Option<u32>,
+    payload_end: Option<u32>,
+}
+
+impl ReceivedUpTo {
+    /// The socket's `rcv_nxt` was `rcv_nxt`: the bytes it advanced by since.
+    fn advance(&mut self, rcv_nxt: u32) -> u32 {
+        let Some(counted) = self.counted else {
+            self.counted = Some(rcv_nxt);
+            return 0;
+        };
+        let Some(end) = self.payload_end else {
+            return 0;
+        };
+        let upto = if seq_ahead(rcv_nxt, end) {
+            end
+        } else {
+            rcv_nxt
+        };
+        if !seq_ahead(upto, counted) {
+            return 0;
+        }
+        self.counted = Some(upto);
+        upto.wrapping_sub(counted)
+    }
+
+    /// A segment with payload up to `end` arrived.
+    fn payload(&mut self, end: u32) {
+        if self.payload_end.is_none_or(|e| seq_ahead(end, e)) {
+            self.payload_end = Some(end);
+        }
+    }
+}
+
+/// `a` is after `b` in sequence space.
+fn seq_ahead(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
 }
 
 impl FlowInfo {
@@ -248,8 +299,23 @@ impl FlowTable {
         flow.events += 1;
         flow.first_ns = flow.first_ns.min(ev.hdr.ts_ns);
         flow.last_ns = flow.last_ns.max(ev.hdr.ts_ns);
+        let every_packet = self.sample_every <= 1;
         match &ev.body {
-            Body::WindowAdv(w) => flow.bytes_sent += sampled_bytes(w.seq, w.len, self.sample_every),
+            Body::WindowAdv(w) => {
+                flow.bytes_sent += sampled_bytes(w.seq, w.len, self.sample_every);
+                if every_packet && w.tcp_flags & tcp_flags::SYN == 0 {
+                    flow.bytes_received += u64::from(flow.received.advance(w.rcv_nxt));
+                }
+            }
+            Body::TcpRcv(r) if every_packet => {
+                flow.bytes_received += u64::from(flow.received.advance(r.rcv_nxt));
+                if r.len > 0 {
+                    flow.received.payload(r.seq.wrapping_add(r.len));
+                }
+            }
+            Body::DataReady(d) if every_packet => {
+                flow.bytes_received += u64::from(flow.received.advance(d.rcv_nxt));
+            }
             Body::TcpRcv(r) => {
                 let new = new_payload(r);
                 let from = r.seq.wrapping_add(r.len - new);
@@ -490,6 +556,7 @@ fn new_flow(cookie: u64, ev: &Event) -> FlowInfo {
         bytes_sent: 0,
         bytes_received: 0,
         state: 0,
+        received: ReceivedUpTo::default(),
     }
 }
 
@@ -539,7 +606,7 @@ const UNSPECIFIED_TEXT: &str = "0.0.0.0:0";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{abi_addr, tt_hdr, tt_pkt, tt_tcp_rcv, tt_window_adv};
+    use crate::event::{abi_addr, tt_data_ready, tt_hdr, tt_pkt, tt_tcp_rcv, tt_window_adv};
 
     fn hdr(cookie: u64, netns: u32, src: &str, dst: &str) -> tt_hdr {
         let (s, d): (std::net::SocketAddr, std::net::SocketAddr) =
@@ -581,9 +648,65 @@ mod tests {
             Body::RxEntry(tt_pkt::default()),
         );
         assert_eq!(table.observe(&other), None);
+        // Received once its rcv_nxt passed it.
+        let ready = Event::new(
+            hdr(77, 2, "198.18.0.2:5001", "198.18.0.1:40000"),
+            Body::DataReady(tt_data_ready {
+                rcv_nxt: 8948,
+                ..Default::default()
+            }),
+        );
+        table.observe(&ready);
         let f = table.get(77).unwrap();
-        assert_eq!((f.events, f.bytes_received), (2, 8948));
+        assert_eq!((f.events, f.bytes_received), (3, 8948));
         assert_eq!(f.src, "198.18.0.2:5001");
+    }
+
+    /// Every packet traced, a socket's received bytes are how far its
+    /// rcv_nxt advanced, as `tcpi_bytes_received` counts them: a segment
+    /// TCP dropped and the copy sent again count once (they counted twice
+    /// by their payload: a shrunk window's drops made 25831576 B of the
+    /// kernel's 25165824), a segment past a hole when the hole fills, and
+    /// the FIN not at all (the kernel counts its sequence number).
+    #[test]
+    fn received_bytes_are_rcv_nxt_advancing() {
+        let mut table = FlowTable::new();
+        let at = |body| Event::new(hdr(9, 2, "198.18.0.2:5001", "198.18.0.1:40000"), body);
+        let segment = |seq: u32, len: u32, rcv_nxt: u32, flags: u8| {
+            at(Body::TcpRcv(tt_tcp_rcv {
+                seq,
+                len,
+                rcv_nxt,
+                tcp_flags: flags,
+                ..Default::default()
+            }))
+        };
+        let ready = |rcv_nxt| {
+            at(Body::DataReady(tt_data_ready {
+                rcv_nxt,
+                ..Default::default()
+            }))
+        };
+        let events = [
+            segment(1000, 1000, 1000, 0),
+            ready(2000),
+            // Past the window: TCP drops it, rcv_nxt stays.
+            segment(2000, 1000, 2000, 0),
+            // Past a hole: queued out of order.
+            segment(3000, 1000, 2000, 0),
+            // The dropped one again fills the hole: both taken.
+            segment(2000, 1000, 2000, 0),
+            ready(4000),
+            // The FIN: rcv_nxt one past the payload.
+            segment(4000, 0, 4000, tcp_flags::FIN),
+            ready(4001),
+        ];
+        let mut counted = Vec::new();
+        for ev in &events {
+            table.observe(ev);
+            counted.push(table.get(9).unwrap().bytes_received);
+        }
+        assert_eq!(counted, [0, 1000, 1000, 1000, 1000, 3000, 3000, 3000]);
     }
 
     #[test]
