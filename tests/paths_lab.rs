@@ -453,26 +453,6 @@ fn assert_counted_as_the_kernel(
     );
 }
 
-/// The TCP counters of `netns`, by nstat (absolute, its history file left
-/// alone).
-fn nstat(netns: &str) -> std::collections::BTreeMap<String, u64> {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", netns, "nstat", "-asz", "--json"])
-        .output()
-        .expect("nstat runs");
-    assert!(
-        out.status.success(),
-        "nstat: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("nstat's JSON");
-    let counters = json["kernel"].as_object().expect("nstat's kernel counters");
-    counters
-        .iter()
-        .map(|(name, n)| (name.clone(), n.as_u64().expect("a count")))
-        .collect()
-}
-
 /// Segments TCP took and then dropped (the window shrank to nothing under a
 /// slow reader, with loss) take a path of their own, `tcp_dropped`, as the
 /// kernel counts them (nstat); they are not out of order, nor counted again
@@ -508,9 +488,9 @@ fn segments_tcp_drops_take_their_own_path() {
 fn tcp_drops_take_their_own_path(tag: &str, cfg: &LabConfig) {
     let lab = Lab::new(cfg).unwrap();
     let netns = lab.receiver_netns().name().to_string();
-    let before = nstat(&netns);
+    let before = common::nstat(&netns);
     let run = bulk_run(&lab, cfg, true);
-    let after = nstat(&netns);
+    let after = common::nstat(&netns);
     print_report(tag, &run);
     // Beyond the window, no window, no memory (BeyondWindow is 6.17's).
     let drops = [

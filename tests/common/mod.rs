@@ -196,6 +196,27 @@ pub fn link_packets(netns: &str, iface: &str) -> LinkPackets {
     }
 }
 
+/// The TCP counters of `netns`, by nstat (absolute, its history file left
+/// alone).
+#[allow(dead_code)]
+pub fn nstat(netns: &str) -> std::collections::BTreeMap<String, u64> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", netns, "nstat", "-asz", "--json"])
+        .output()
+        .expect("nstat runs");
+    assert!(
+        out.status.success(),
+        "nstat: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("nstat's JSON");
+    let counters = json["kernel"].as_object().expect("nstat's kernel counters");
+    counters
+        .iter()
+        .map(|(name, n)| (name.clone(), n.as_u64().expect("a count")))
+        .collect()
+}
+
 /// What joins a lab's namespaces in the tests that can run over either:
 /// `TT_LAB_LINK` (`veth`, or `nic:SND,RCV` in the kernel matrix's two-NIC
 /// guest), veth by default.

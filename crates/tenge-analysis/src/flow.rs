@@ -6,7 +6,8 @@
 //! socket's point of view, within the event's network namespace.
 
 use crate::event::{
-    addr_text, is_incoming_packet, sampled_bytes, tcp_flags, v4_word, Body, Event, FlowKey,
+    addr_text, is_incoming_packet, sampled_bytes, seq_after, tcp_flags, v4_word, Body, Event,
+    FlowKey,
 };
 use serde::Serialize;
 use std::collections::HashMap;
@@ -191,12 +192,12 @@ impl ReceivedUpTo {
         let Some(end) = self.payload_end else {
             return 0;
         };
-        let upto = if seq_ahead(rcv_nxt, end) {
+        let upto = if seq_after(rcv_nxt, end) {
             end
         } else {
             rcv_nxt
         };
-        if !seq_ahead(upto, counted) {
+        if !seq_after(upto, counted) {
             return 0;
         }
         self.counted = Some(upto);
@@ -205,15 +206,10 @@ impl ReceivedUpTo {
 
     /// A segment with payload up to `end` arrived.
     fn payload(&mut self, end: u32) {
-        if self.payload_end.is_none_or(|e| seq_ahead(end, e)) {
+        if self.payload_end.is_none_or(|e| seq_after(end, e)) {
             self.payload_end = Some(end);
         }
     }
-}
-
-/// `a` is after `b` in sequence space.
-fn seq_ahead(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) > 0
 }
 
 impl FlowInfo {

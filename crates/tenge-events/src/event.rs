@@ -401,6 +401,16 @@ pub fn sampled_range(start: u32, end: u32, every: u32) -> bool {
     })
 }
 
+/// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
+pub fn seq_before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// `a` comes after `b` in 32-bit sequence space (the kernel's `after()`).
+pub fn seq_after(a: u32, b: u32) -> bool {
+    seq_before(b, a)
+}
+
 /// The bytes `[start, start + len)` stand for in a recording sampled 1 in
 /// `every` by sequence number: those in chosen blocks, `every` times each
 /// (a block is kept or dropped whole, and a range that touches a chosen one

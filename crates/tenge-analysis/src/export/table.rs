@@ -198,13 +198,11 @@ fn render_windows_and_limits(out: &mut String, report: &Report, width: Option<us
         ]);
         // Without data sent no share (not 0% of everything).
         let s = flow.limits.shares();
-        let row = rows.last_mut().expect("the row just pushed");
-        row.extend([s.rwnd, s.cwnd, s.sndbuf, s.app, s.unlimited].map(|share| {
-            match flow.limits.has_shares() {
-                true => pct(share),
-                false => "-".into(),
-            }
-        }));
+        let shares = match flow.limits.has_shares() {
+            true => [s.rwnd, s.cwnd, s.sndbuf, s.app, s.unlimited].map(pct),
+            false => std::array::from_fn(|_| "-".to_string()),
+        };
+        rows.last_mut().expect("the row just pushed").extend(shares);
     }
     out.push_str(&aligned(&rows, 3, width));
     if let Some(every) = byte_sampled(report) {

@@ -38,15 +38,7 @@ use crate::flow::{place, prefetch, EventKey, KeyMap};
 pub use stats::StageSpan;
 use stats::{NapiAcc, PathTable, Recorder, DIRECTIONS};
 
-/// `a` comes before `b` in 32-bit sequence space (the kernel's `before()`).
-pub fn seq_before(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-
-/// `a` comes after `b` in 32-bit sequence space (the kernel's `after()`).
-pub fn seq_after(a: u32, b: u32) -> bool {
-    seq_before(b, a)
-}
+pub use crate::event::{seq_after, seq_before};
 
 #[derive(Clone, Debug)]
 pub struct PathConfig {
