@@ -69,7 +69,17 @@ fn keep_finding(kind: &str, bytes: &[u8]) -> PathBuf {
 fn mutated_recordings_end_quickly_in_bounded_memory() {
     let corpus = files("corpus");
     assert!(corpus.len() >= 5, "the corpus is in tests/fuzz/corpus");
-    let seeds: Vec<Vec<u8>> = corpus.iter().map(|(_, b)| b.clone()).collect();
+    // Each also as `record` writes: out of time order, for the reader to sort.
+    let scratch = std::env::temp_dir();
+    let seeds: Vec<Vec<u8>> = corpus
+        .iter()
+        .flat_map(|(_, b)| {
+            [
+                b.clone(),
+                fuzz_support::written_out_of_time_order(b, &scratch),
+            ]
+        })
+        .collect();
     let inputs = env_u64("TT_FUZZ_INPUTS").unwrap_or(5_000);
     // A fixed slice by default, so a run is repeatable; `make fuzz` picks a new seed.
     let seed = env_u64("TT_FUZZ_SEED").unwrap_or(20_261_126);
@@ -118,10 +128,13 @@ fn mutated_recordings_end_quickly_in_bounded_memory() {
                 })
             })
             .collect();
-        for w in workers {
-            w.join().unwrap();
-        }
+        // The watchdog stops before a worker's panic is passed on, or the
+        // scope would wait for it forever.
+        let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
         done.store(true, Ordering::SeqCst);
+        for result in joined {
+            result.unwrap();
+        }
     });
     let totals = totals.into_inner().unwrap();
     eprintln!(

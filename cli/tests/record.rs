@@ -64,8 +64,11 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
     // By default no kernel address is stored: identifiers stand for them.
     assert_eq!(reader.meta().kernel_pointers, KernelPointers::Hashed);
     let mut addresses = 0;
+    let (mut newest, mut backwards) = (0, 0);
     let summary = reader
         .for_each(|ev| {
+            backwards += u64::from(ev.hdr.ts_ns < newest);
+            newest = newest.max(ev.hdr.ts_ns);
             start_xmits += u64::from(matches!(ev.body, Body::DevStartXmit(_)));
             addresses += u64::from(ev.hdr.skb >= 1 << 48);
             let Some(cookie) = flows.observe(ev) else {
@@ -89,6 +92,10 @@ fn record_iperf3_tells_data_from_control_by_cookie() {
         })
         .unwrap()
         .clone();
+    // Written as the ring gave them, read in time order: none written
+    // after a block had called its time complete.
+    assert_eq!(backwards, reader.late());
+    common::assert_few_late(reader.late(), summary.events, "events out of time order");
     // The report says what the hit counters found (0 on most runs).
     let report = bin()
         .args(["report", "--json"])

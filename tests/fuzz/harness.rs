@@ -187,3 +187,28 @@ pub fn cut_recording(path: &Path, out: &Path) {
         writer.finish(&summary).unwrap();
     }
 }
+
+/// A recording (`bytes`) written again as `record` writes one: out of time
+/// order (chunks of 7 events reversed, each chunk's time settled once it is
+/// written), in blocks of 20; through a file in `dir`.
+pub fn written_out_of_time_order(bytes: &[u8], dir: &Path) -> Vec<u8> {
+    let mut reader = TraceReader::from_reader(Box::new(Cursor::new(bytes.to_vec())), dir).unwrap();
+    let mut events = Vec::new();
+    let summary = reader.for_each(|ev| events.push(*ev)).unwrap().clone();
+    let file = dir.join(format!("out-of-order-{:08x}.tt", crc32fast::hash(bytes)));
+    let mut writer = TraceWriter::create(&file, reader.meta()).unwrap();
+    writer.out_of_time_order();
+    for (i, chunk) in events.chunks(7).enumerate() {
+        for ev in chunk.iter().rev() {
+            writer.write_event(ev).unwrap();
+        }
+        writer.settle(chunk[0].hdr.ts_ns);
+        if i % 3 == 2 {
+            writer.flush().unwrap();
+        }
+    }
+    writer.finish(&summary).unwrap();
+    let written = std::fs::read(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    written
+}

@@ -17,14 +17,22 @@ const FILE_HEAD: usize = 20;
 struct Layout {
     prefix: Vec<u8>,
     header: Vec<u8>,
-    blocks: Vec<Vec<Vec<u8>>>,
+    blocks: Vec<Block>,
     trailer: Option<Vec<u8>>,
+}
+
+#[derive(Clone)]
+struct Block {
+    /// Its settled time (format version 2 on).
+    settled: Option<[u8; 8]>,
+    records: Vec<Vec<u8>>,
 }
 
 impl Layout {
     fn parse(bytes: &[u8]) -> Layout {
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
         let len = u32_at(12);
+        let settled = u32_at(8) >= 2;
         let mut layout = Layout {
             prefix: bytes[..12].to_vec(),
             header: bytes[FILE_HEAD..FILE_HEAD + len].to_vec(),
@@ -39,14 +47,17 @@ impl Layout {
                 layout.trailer = Some(payload.to_vec());
                 break;
             }
+            let (settled, mut pos) = match settled {
+                true => (Some(payload[..8].try_into().unwrap()), 8),
+                false => (None, 0),
+            };
             let mut records = Vec::new();
-            let mut pos = 0;
             while pos < payload.len() {
                 let n = record_len(payload[pos + offset_of!(tt_hdr, kind)]).unwrap();
                 records.push(payload[pos..pos + n].to_vec());
                 pos += n;
             }
-            layout.blocks.push(records);
+            layout.blocks.push(Block { settled, records });
             at += HEAD + len;
         }
         layout
@@ -71,10 +82,11 @@ impl Layout {
         out.extend_from_slice(&self.header);
         let mut boundaries = vec![out.len()];
         for block in &self.blocks {
-            let payload = block.concat();
+            let mut payload = block.settled.map(Vec::from).unwrap_or_default();
+            payload.extend(block.records.concat());
             let count = match rng.below(50) {
                 0 => rng.next() as u32,
-                _ => block.len() as u32,
+                _ => block.records.len() as u32,
             };
             section(&mut out, rng, b"EVTS", count, &payload);
             boundaries.push(out.len());
@@ -164,6 +176,12 @@ fn structured(rng: &mut Rng, layout: &mut Layout, other: &Layout) {
                 record[at..at + width].copy_from_slice(&value[..width]);
             }
         }
+        4 if blocks > 0 && rng.below(4) == 0 => {
+            // A block's settled time: extreme, or any.
+            if let Some(settled) = &mut layout.blocks[rng.below(blocks)].settled {
+                *settled = interesting(rng, 8).to_le_bytes();
+            }
+        }
         4 => {
             // A time: extreme, or moved far.
             if let Some(record) = pick_record(rng, layout) {
@@ -180,7 +198,7 @@ fn structured(rng: &mut Rng, layout: &mut Layout, other: &Layout) {
         5 if blocks > 0 => {
             // Records doubled, dropped, reordered, or taken from another recording.
             let b = rng.below(blocks);
-            let block = &mut layout.blocks[b];
+            let block = &mut layout.blocks[b].records;
             if block.is_empty() {
                 return;
             }
@@ -197,7 +215,8 @@ fn structured(rng: &mut Rng, layout: &mut Layout, other: &Layout) {
                 }
                 2 => block.reverse(),
                 _ => {
-                    if let Some(from) = other.blocks.iter().flatten().nth(rng.below(1000)) {
+                    let mut others = other.blocks.iter().flat_map(|b| &b.records);
+                    if let Some(from) = others.nth(rng.below(1000)) {
                         block.insert(i, from.clone());
                     }
                 }
@@ -243,7 +262,7 @@ fn pick_record<'a>(rng: &mut Rng, layout: &'a mut Layout) -> Option<&'a mut Vec<
         return None;
     }
     let b = rng.below(layout.blocks.len());
-    let block = &mut layout.blocks[b];
+    let block = &mut layout.blocks[b].records;
     let i = rng.below(block.len());
     block.get_mut(i)
 }

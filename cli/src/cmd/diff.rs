@@ -39,6 +39,6 @@ fn report_of(file: &std::path::Path, strict: bool) -> anyhow::Result<Report> {
     let rmem_max = reader.meta().rmem_max;
     let cfg = super::report::analysis_config(&AlertArgs::default(), paths, rmem_max);
     let report = replay::report(&mut reader, cfg)?;
-    input.warn_damage(&reader);
+    input.warn_after_reading(&reader);
     Ok(report)
 }

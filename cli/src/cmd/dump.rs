@@ -33,7 +33,7 @@ pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
         return Err(err.into());
     }
     out.flush()?;
-    args.input.warn_damage(&reader);
+    args.input.warn_after_reading(&reader);
     if let Some(lost) = reader.summary().map(|s| s.lost_total()).filter(|&n| n > 0) {
         eprintln!("tenge-trace: warning: {lost} events were lost while recording this trace");
     }

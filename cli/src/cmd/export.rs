@@ -29,7 +29,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     };
     out.commit()
         .with_context(|| format!("writing {}", args.output.display()))?;
-    args.input.warn_damage(&reader);
+    args.input.warn_after_reading(&reader);
     if let Some(lost) = reader.summary().map(|s| s.lost_total()).filter(|&n| n > 0) {
         eprintln!("tenge-trace: warning: {lost} events were lost while recording this trace");
     }

@@ -43,7 +43,7 @@ pub fn run(args: FlamegraphArgs) -> anyhow::Result<ExitCode> {
             ),
         }
     };
-    args.input.warn_damage(&reader);
+    args.input.warn_after_reading(&reader);
     anyhow::ensure!(
         !folded.is_empty(),
         "{}: nothing to draw (no {} in this trace)",

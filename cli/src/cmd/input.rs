@@ -41,8 +41,17 @@ impl TraceInput {
         Ok((open()?, open()?))
     }
 
-    /// Says on stderr where a salvaged recording stopped, once it was read.
-    pub fn warn_damage(&self, reader: &TraceReader) {
+    /// Says on stderr, once the recording was read, where a salvaged one
+    /// stopped and how many records came out of time order.
+    pub fn warn_after_reading(&self, reader: &TraceReader) {
+        if reader.late() > 0 {
+            eprintln!(
+                "tenge-trace: warning: {} events of {} were written after the file had                  called their time complete (the recorder was held up {} ms or more)                  and were read after later ones",
+                reader.late(),
+                self.file.display(),
+                tenge_trace::trace_file::HOLD_NS / 1_000_000
+            );
+        }
         if let Some(damage) = reader.damage() {
             eprintln!(
                 "tenge-trace: warning: {} is damaged from byte {} ({}): read the {} events \

@@ -100,6 +100,10 @@ struct RecordSink<'a> {
 }
 
 impl Sink for RecordSink<'_> {
+    fn in_time_order(&self) -> bool {
+        self.recording.in_time_order()
+    }
+
     #[inline]
     fn record(&mut self, record: &[u8]) -> anyhow::Result<()> {
         Sink::record(self.recording, record)
@@ -112,6 +116,10 @@ impl Sink for RecordSink<'_> {
 
     fn flush(&mut self) -> anyhow::Result<()> {
         Sink::flush(self.recording)
+    }
+
+    fn caught_up(&mut self, until_ns: u64) -> anyhow::Result<()> {
+        self.recording.caught_up(until_ns)
     }
 }
 

@@ -48,7 +48,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     // Off by default: a recording's report shows every socket, as it always did.
     cfg.retire = retire_config(&args.retire, false)?;
     let report = replay::report(&mut reader, cfg)?;
-    args.input.warn_damage(&reader);
+    args.input.warn_after_reading(&reader);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

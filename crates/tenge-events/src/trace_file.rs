@@ -3,12 +3,16 @@
 //! ```text
 //! file    := header block* trailer
 //! header  := "TENGETR\0" | version u32 | len u32 | crc32 u32 | meta JSON (len bytes)
-//! block   := "EVTS" | count u32 | len u32 | crc32 u32 | records (len bytes)
+//! block   := "EVTS" | count u32 | len u32 | crc32 u32 | settled u64 | records (len bytes)
 //! trailer := "END\0" | 0 u32 | len u32 | crc32 u32 | summary JSON (len bytes)
 //! ```
 //! All integers little endian. Records are stored exactly as the kernel wrote
 //! them (`bpf/tenge_abi.h`), each delimited by its kind's fixed size, so a
-//! block decodes without copying framing. A file without its trailer (the
+//! block decodes without copying framing. A block's `settled` time says
+//! that every record stamped before it is in that block or an earlier one:
+//! `u64::MAX` where the records are in time order; a recording's records
+//! come as the ring gave them, and the reader puts them in time order
+//! ([`reorder`]). Version 1 blocks have no `settled` and are in time order. A file without its trailer (the
 //! recorder was killed) or with a bad checksum is rejected with the offset
 //! where it went wrong, never with a panic; or, [salvaging](TraceReader::salvaging),
 //! read up to its last whole checksummed block, with the damage named.
@@ -29,7 +33,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub const MAGIC: [u8; 8] = *b"TENGETR\0";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this build reads.
+pub const FORMAT_READABLE: u32 = 1;
 
 /// How far out of time order a recording's records may come: the collector
 /// holds a record this long for the journeys that began before it
@@ -39,6 +45,7 @@ pub const HOLD_NS: u64 = 50_000_000;
 const BLOCK_TAG: [u8; 4] = *b"EVTS";
 const TRAILER_TAG: [u8; 4] = *b"END\0";
 mod output;
+mod reorder;
 
 /// Records are checksummed in blocks of about this size: big enough to
 /// amortise the checksum, small enough to lose little to a bad byte.
@@ -64,6 +71,8 @@ const WRITE_BYTES: usize = 1 << 20;
 /// before that and ends this much later at most: enough for any record.
 const RECORD_ROOM: usize = 8 * 1024;
 const HEAD: usize = 16;
+/// A block's `settled` time, before its records.
+const SETTLED: usize = 8;
 /// Upper bound on a block or JSON section, so a corrupt length cannot make
 /// the reader allocate gigabytes.
 const MAX_SECTION: u32 = 64 * 1024 * 1024;
@@ -298,7 +307,7 @@ pub enum TraceError {
     Io { path: PathBuf, source: io::Error },
     #[error("{0}: not a tenge-trace file (bad magic)")]
     NotATrace(PathBuf),
-    #[error("{path}: format version {found} is not supported (this build reads {FORMAT_VERSION})")]
+    #[error("{path}: format version {found} is not supported (this build reads {FORMAT_READABLE} to {FORMAT_VERSION})")]
     Version { path: PathBuf, found: u32 },
     #[error(
         "{path}: event ABI version {found}: this build reads {} to {}",
@@ -361,6 +370,8 @@ pub struct TraceWriter {
     encoded: Vec<u8>,
     /// Set unless the header says the addresses are kept.
     pointers: Option<PointerHasher>,
+    /// What the sealed block says of its records' times (see the module's doc).
+    settled_ns: u64,
 }
 
 /// The name a recording has until it is finished: `rec.tt.partial`.
@@ -407,8 +418,11 @@ impl TraceWriter {
             source,
         };
         let (file, partial) = open_output(path).map_err(io_err)?;
-        let out = output::Output::new(file, WRITE_BYTES + BLOCK_BYTES + HEAD + RECORD_ROOM)
-            .map_err(io_err)?;
+        let out = output::Output::new(
+            file,
+            WRITE_BYTES + BLOCK_BYTES + HEAD + SETTLED + RECORD_ROOM,
+        )
+        .map_err(io_err)?;
         let mut writer = TraceWriter {
             out,
             path: path.to_path_buf(),
@@ -418,6 +432,7 @@ impl TraceWriter {
             events: 0,
             encoded: Vec::new(),
             pointers: (meta.kernel_pointers == KernelPointers::Hashed).then(PointerHasher::new),
+            settled_ns: u64::MAX,
         };
         let json = serde_json::to_vec(meta).expect("meta serializes");
         let mut head = MAGIC.to_vec();
@@ -440,6 +455,19 @@ impl TraceWriter {
         self.out.flush().map_err(|source| self.io_error(source))
     }
 
+    /// From here on the records come out of time order: each block says
+    /// when they were all written up to ([`settle`](Self::settle)).
+    pub fn out_of_time_order(&mut self) {
+        self.seal_block();
+        self.settled_ns = 0;
+    }
+
+    /// Every record stamped before `before_ns` has been written (out of
+    /// time order; written in it, this says nothing new).
+    pub fn settle(&mut self, before_ns: u64) {
+        self.settled_ns = self.settled_ns.max(before_ns);
+    }
+
     /// Appends one raw record (as read from the ring buffer).
     #[inline]
     pub fn write_record(&mut self, record: &[u8]) -> Result<(), TraceError> {
@@ -453,7 +481,7 @@ impl TraceWriter {
         }
         self.block_count += 1;
         self.events += 1;
-        if self.out.len() - self.block_start - HEAD >= BLOCK_BYTES {
+        if self.out.len() - self.block_start - HEAD - SETTLED >= BLOCK_BYTES {
             self.seal_block();
         }
         Ok(())
@@ -478,12 +506,12 @@ impl TraceWriter {
     #[cold]
     fn open_block(&mut self, len: usize) -> Result<(), TraceError> {
         self.seal_block();
-        if self.out.len() >= WRITE_BYTES || self.out.room() < HEAD + len {
+        if self.out.len() >= WRITE_BYTES || self.out.room() < HEAD + SETTLED + len {
             self.out
                 .write_pages()
                 .map_err(|source| self.io_error(source))?;
         }
-        if self.out.room() < HEAD + len {
+        if self.out.room() < HEAD + SETTLED + len {
             let source = io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("a record of {len} bytes is longer than a block"),
@@ -491,7 +519,7 @@ impl TraceWriter {
             return Err(self.io_error(source));
         }
         self.block_start = self.out.len();
-        self.out.push(&[0; HEAD]);
+        self.out.push(&[0; HEAD + SETTLED]);
         Ok(())
     }
 
@@ -501,6 +529,7 @@ impl TraceWriter {
             return;
         }
         let block = self.out.staged_mut(self.block_start);
+        block[HEAD..HEAD + SETTLED].copy_from_slice(&self.settled_ns.to_le_bytes());
         let head = section(BLOCK_TAG, self.block_count, &block[HEAD..]);
         block[..HEAD].copy_from_slice(&head);
         self.block_count = 0;
@@ -560,6 +589,11 @@ pub struct TraceReader {
     damage: Option<Damage>,
     /// Where the section being read starts.
     section_start: u64,
+    /// The file's format version.
+    version: u32,
+    /// A block as read, when its records go through `reorder`.
+    read: Vec<u8>,
+    reorder: reorder::Reorder,
 }
 
 impl TraceReader {
@@ -594,6 +628,9 @@ impl TraceReader {
             salvage: false,
             damage: None,
             section_start: 0,
+            version: 0,
+            read: Vec::new(),
+            reorder: reorder::Reorder::default(),
         };
         let mut magic = [0u8; 8];
         if reader.read_exact_or_eof(&mut magic)? < magic.len() || magic != MAGIC {
@@ -601,11 +638,11 @@ impl TraceReader {
         }
         let mut head = [0u8; 12];
         reader.read_section_head(&mut head)?;
-        let version = u32_at(&head, 0);
-        if version != FORMAT_VERSION {
+        reader.version = u32_at(&head, 0);
+        if !(FORMAT_READABLE..=FORMAT_VERSION).contains(&reader.version) {
             return Err(TraceError::Version {
                 path: path.to_path_buf(),
-                found: version,
+                found: reader.version,
             });
         }
         let (len, sum) = (u32_at(&head, 4), u32_at(&head, 8));
@@ -648,6 +685,12 @@ impl TraceReader {
         self.damage.as_ref()
     }
 
+    /// Records that came in the file after a block had called their time
+    /// settled: they are handed on after later ones.
+    pub fn late(&self) -> u64 {
+        self.reorder.late
+    }
+
     /// The trailer; present once every event has been read.
     pub fn summary(&self) -> Option<&TraceSummary> {
         self.summary.as_ref()
@@ -681,23 +724,28 @@ impl TraceReader {
             events_read: self.events,
             what,
         });
-        Ok(false)
+        // The whole blocks before the damage: their records still held.
+        self.reorder.release(u64::MAX, &mut self.block);
+        Ok(!self.block.is_empty())
     }
 
     /// The next event, `Ok(None)` after the trailer.
     pub fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
-        while self.pos >= self.block.len() {
-            if self.summary.is_some() || !self.next_block()? {
+        loop {
+            while self.pos >= self.block.len() {
+                if self.summary.is_some() || !self.next_block()? {
+                    return Ok(None);
+                }
+            }
+            let mut ev = Event::zeroed();
+            if self.decode_next(&mut ev) {
+                return Ok(Some(ev));
+            }
+            let err = self.bad_record();
+            if !self.damaged(err)? {
                 return Ok(None);
             }
         }
-        let mut ev = Event::zeroed();
-        if !self.decode_next(&mut ev) {
-            let err = self.bad_record();
-            self.damaged(err)?;
-            return Ok(None);
-        }
-        Ok(Some(ev))
     }
 
     /// Reads every event and the trailer.
@@ -745,8 +793,11 @@ impl TraceReader {
             }
             if self.pos < self.block.len() {
                 let err = self.bad_record();
-                self.damaged(err)?;
-                break;
+                match self.damaged(err)? {
+                    // The records held from the blocks before it.
+                    true => continue,
+                    false => break,
+                }
             }
             if self.summary.is_some() || !self.next_block()? {
                 break;
@@ -804,18 +855,17 @@ impl TraceReader {
         let (count, len, sum) = (u32_at(&head, 4), u32_at(&head, 8), u32_at(&head, 12));
         match [head[0], head[1], head[2], head[3]] {
             BLOCK_TAG => {
-                let mut block = std::mem::take(&mut self.block);
+                let mut block = std::mem::take(&mut self.read);
                 let read = self.read_payload(&mut block, len, sum, "event block");
-                self.block = block;
+                self.read = block;
+                // Nothing of a bad block is decoded, as if it was never read.
+                self.block.clear();
                 self.pos = 0;
-                if let Err(e) = read {
-                    // Nothing of a bad block is decoded, as if it was never read.
-                    self.block.clear();
-                    return Err(e);
-                }
+                read?;
                 if count == 0 {
                     return Err(self.corrupt("empty event block".into()));
                 }
+                self.take_block()?;
                 Ok(true)
             }
             TRAILER_TAG => {
@@ -824,10 +874,37 @@ impl TraceReader {
                 let summary = serde_json::from_slice(&json)
                     .map_err(|e| self.corrupt(format!("trailer: {e}")))?;
                 self.summary = Some(summary);
-                Ok(false)
+                self.reorder.release(u64::MAX, &mut self.block);
+                Ok(!self.block.is_empty())
             }
             _ => Err(self.corrupt("unknown section tag".into())),
         }
+    }
+
+    /// Puts the records of the block just read where they are decoded from:
+    /// as they are, where the file says they are in time order and none is
+    /// held; else those its `settled` time lets go, in time order.
+    fn take_block(&mut self) -> Result<(), TraceError> {
+        if self.version < 2 {
+            std::mem::swap(&mut self.read, &mut self.block);
+            return Ok(());
+        }
+        let Some(settled) = self.read.get(..SETTLED) else {
+            return Err(self.corrupt("event block without its settled time".into()));
+        };
+        let settled = u64::from_le_bytes(settled.try_into().expect("8 bytes"));
+        if settled == u64::MAX && self.reorder.is_empty() {
+            std::mem::swap(&mut self.read, &mut self.block);
+            self.pos = SETTLED;
+            return Ok(());
+        }
+        if let Err(index) = self.reorder.push(&mut self.read, SETTLED) {
+            return Err(self.corrupt(format!(
+                "record {index} of a block has an unknown kind or overruns it"
+            )));
+        }
+        self.reorder.release(settled, &mut self.block);
+        Ok(())
     }
 
     fn read_section_head(&mut self, head: &mut [u8]) -> Result<(), TraceError> {
@@ -975,6 +1052,128 @@ mod tests {
         summary.lost.insert("window_adv".into(), 3);
         w.finish(&summary).unwrap();
         summary
+    }
+
+    /// `evs` as a recording writes them: out of time order, in chunks of
+    /// `chunk` reversed (each chunk's time settled once written), blocks
+    /// flushed every `per_block`; finished unless `unfinished`.
+    fn write_reversed_chunks(
+        path: &Path,
+        evs: &[Event],
+        chunk: usize,
+        per_block: usize,
+        unfinished: bool,
+    ) -> Vec<Event> {
+        let mut w = TraceWriter::create(path, &TraceMeta::for_this_host()).unwrap();
+        w.out_of_time_order();
+        let mut written = Vec::new();
+        for part in evs.chunks(chunk) {
+            for ev in part.iter().rev() {
+                w.write_event(ev).unwrap();
+                written.push(*ev);
+                if written.len() % per_block == 0 {
+                    w.flush().unwrap();
+                }
+            }
+            w.settle(part.last().unwrap().hdr.ts_ns + 1);
+        }
+        match unfinished {
+            true => drop(w),
+            false => drop(w.finish(&TraceSummary::default()).unwrap()),
+        }
+        written
+    }
+
+    /// The `seq` of each event: which one it was.
+    fn seqs(evs: &[Event]) -> Vec<u32> {
+        evs.iter()
+            .map(|ev| match ev.body {
+                Body::WindowAdv(w) => w.seq,
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_written_out_of_time_order_are_read_in_it() {
+        let path = tmp("reorder.ttr");
+        // Two events a time (seq says which), 3000 in chunks of 70 reversed,
+        // blocks of 250: each block holds records of times it does not settle.
+        let mut evs = events(3000);
+        for (i, ev) in evs.iter_mut().enumerate() {
+            ev.hdr.ts_ns = 1_000 + i as u64 / 2;
+        }
+        let mut written = write_reversed_chunks(&path, &evs, 70, 250, false);
+        // In time order; of the same time, as written.
+        written.sort_by_key(|ev| ev.hdr.ts_ns);
+        let (_, read, _) = read_all(&path).unwrap();
+        assert_eq!(seqs(&read), seqs(&written));
+        let mut r = TraceReader::open(&path).unwrap();
+        let mut one_by_one = Vec::new();
+        while let Some(ev) = r.next_event().unwrap() {
+            one_by_one.push(ev);
+        }
+        assert_eq!(seqs(&one_by_one), seqs(&written));
+        assert_eq!(r.late(), 0);
+    }
+
+    #[test]
+    fn a_record_written_after_its_time_was_settled_is_late() {
+        let path = tmp("late.ttr");
+        let evs = events(10);
+        let mut w = TraceWriter::create(&path, &TraceMeta::for_this_host()).unwrap();
+        w.out_of_time_order();
+        for ev in &evs[1..] {
+            w.write_event(ev).unwrap();
+        }
+        w.settle(5);
+        w.flush().unwrap();
+        w.write_event(&evs[0]).unwrap();
+        w.finish(&TraceSummary::default()).unwrap();
+        let mut r = TraceReader::open(&path).unwrap();
+        let mut read = Vec::new();
+        r.for_each(|ev| read.push(*ev)).unwrap();
+        assert_eq!(seqs(&read), [1, 2, 3, 4, 0, 5, 6, 7, 8, 9]);
+        assert_eq!(r.late(), 1);
+    }
+
+    #[test]
+    fn salvaging_an_unfinished_recording_gives_what_it_held_in_time_order() {
+        let out = tmp("salvage-reorder.ttr");
+        let path = TempFile(partial_path(&out));
+        let evs = events(1000);
+        write_reversed_chunks(&out, &evs, 300, 100, true);
+        let mut r = TraceReader::open(&path).unwrap().salvaging();
+        let mut read = Vec::new();
+        r.for_each(|ev| read.push(*ev)).unwrap();
+        assert_eq!(seqs(&read), (0..1000).collect::<Vec<_>>());
+        assert!(r.damage().is_some());
+    }
+
+    /// Version 1 files (no settled time in their blocks) are read as they were.
+    #[test]
+    fn version_1_files_are_read() {
+        let path = tmp("v1.ttr");
+        write(&path, &events(100));
+        let v2 = std::fs::read(&path).unwrap();
+        let head_len = MAGIC.len() + 12 + u32_at(&v2, MAGIC.len() + 4) as usize;
+        let mut v1 = v2[..head_len].to_vec();
+        v1[MAGIC.len()..MAGIC.len() + 4].copy_from_slice(&1u32.to_le_bytes());
+        let block_len = u32_at(&v2, head_len + 8) as usize;
+        let records = &v2[head_len + HEAD + SETTLED..head_len + HEAD + block_len];
+        v1.extend_from_slice(&section(BLOCK_TAG, 100, records));
+        v1.extend_from_slice(records);
+        v1.extend_from_slice(&v2[head_len + HEAD + block_len..]);
+        std::fs::write(&path, &v1).unwrap();
+        let (_, read, summary) = read_all(&path).unwrap();
+        assert_eq!(seqs(&read), (0..100).collect::<Vec<_>>());
+        assert_eq!(summary.end_reason, "duration");
+        v1[MAGIC.len()] = 3;
+        std::fs::write(&path, &v1).unwrap();
+        assert!(matches!(
+            read_all(&path),
+            Err(TraceError::Version { found: 3, .. })
+        ));
     }
 
     fn read_all(path: &Path) -> Result<(TraceMeta, Vec<Event>, TraceSummary), TraceError> {
@@ -1179,7 +1378,7 @@ mod tests {
         drop(write_blocks(&out, &events(3000), 500));
         let path = TempFile(partial_path(&out));
         let whole = std::fs::read(&path).unwrap();
-        let block = HEAD + 500 * record_len(events(1)[0].hdr.kind).unwrap();
+        let block = HEAD + SETTLED + 500 * record_len(events(1)[0].hdr.kind).unwrap();
         let header = whole.len() - 6 * block;
         // Cut in the middle of the fourth block: three blocks read.
         std::fs::write(&path, &whole[..header + 3 * block + block / 2]).unwrap();

@@ -796,19 +796,18 @@ const COLLECTOR_CPU_GOAL_PCT: f64 = 6.7;
 /// The rate (M events/s) ed1b475 held at that CPU.
 const COLLECTOR_CPU_GOAL_AT_M_EVENTS: f64 = 1.53;
 
-const WHY_COLLECTOR_CPU: &str = "With journeys the collector does work per event that \
-per-hook records did not need: a journey's hops happened before records other CPUs sent \
-meanwhile, so every record is split out, copied and held to be handed on in time order. It \
-was held 50 ms (`HOLD_NS`), and megabytes held that long had left the caches when handed on. \
-Now it is held until the flush before a drain says that no journey begun before it is still \
-open (about 3 ms), sorted by a two-pass radix sort per millisecond of records, its bytes \
-prefetched as it is handed on, and kernel addresses hashed once per skb: in interleaved pairs \
-at about 2.1 M events/s, 16.4 % of a core before, 10-11 % after; per event about what one \
-record per hook cost at ed1b475 (44 ns), at a higher rate. What remains is per drain: every \
-record of a drain is taken from the ring (written by the other CPU, so not in this one's cache) \
-before any is handed on. What would close it: handing records on while draining, which needs \
-the ring's position at the flush; or writing them in the order they come and ordering them \
-where the file is read, as a replay already holds 50 ms.";
+const WHY_COLLECTOR_CPU: &str = "With journeys the collector splits every journey and \
+batch into its records. Holding them to hand them on in time order (until the flush before a \
+drain says that no journey begun before is still open, a radix sort per millisecond of \
+records) was a third of its CPU; `record` (what is measured here) no longer does it: it writes \
+the records as the ring gives them, each block of the file saying when every record stamped \
+before a time had been written, and the file's reader sorts them (perf's record/report split; \
+`watch` and `lab`, which alert as they go, still hold them). In interleaved pairs at about \
+1.3 M events/s on this VM, 5.7-6.9 % of a core per M events/s before, 3.7-4.6 after. What \
+remains: taking each record from the ring (written by the other CPU, so not in this one's \
+cache), the socket count, hiding the kernel addresses, the blocks' checksums and the direct \
+writes. What would close it: fewer records per segment (every hop is still a record in the \
+file), or the file's blocks written as the ring holds them, journeys and batches whole.";
 
 const WHY_REPLAY: &str = "Profiled with callgrind and its cache simulation \
 (instruction counts do not move with this shared VM's load, the rate does: side-by-side runs \

@@ -140,7 +140,7 @@ fn hops_of(ring_record: &[u8], mut each: impl FnMut(&[u8])) {
     }
 }
 
-fn ts_of(record: &[u8]) -> u64 {
+pub fn ts_of(record: &[u8]) -> u64 {
     record
         .get(TS_AT..TS_AT + 8)
         .map_or(0, |ts| u64::from_ne_bytes(ts.try_into().expect("8 bytes")))
@@ -238,6 +238,24 @@ pub struct Flushed {
 /// is one a vCPU was taken from.
 const OPEN_MARGIN_NS: u64 = 2_000_000;
 
+/// When every record stamped before has been taken from the ring, after a
+/// drain whose newest record was stamped `newest_ns`: a journey not yet
+/// taken began at most [`HOLD_NS`] before that or, once the drain emptied
+/// the ring (`caught_up`), before the drain began; and no earlier than the
+/// drain or the oldest journey the flush before it found open, less
+/// [`OPEN_MARGIN_NS`], where the flush could say. (A journey left open on
+/// a CPU gone idle holds nothing longer than [`HOLD_NS`].) A collector that
+/// lags behind the kernel goes by the kernel's clock, not its own.
+pub fn settled_before(newest_ns: u64, caught_up: Option<Flushed>) -> u64 {
+    let seen = caught_up.map_or(0, |flushed| flushed.at_ns);
+    let by_hold = newest_ns.max(seen).saturating_sub(HOLD_NS);
+    let by_open = caught_up.map_or(0, |flushed| match flushed.open_since {
+        Some(open) => flushed.at_ns.min(open).saturating_sub(OPEN_MARGIN_NS),
+        None => 0,
+    });
+    by_hold.max(by_open)
+}
+
 /// Records waiting for their turn, by slice of their timestamps.
 #[derive(Default)]
 pub struct InOrder {
@@ -284,24 +302,11 @@ impl InOrder {
         &mut self.slices[after - 1]
     }
 
-    /// Where records may be handed on up to after a drain of the ring: a
-    /// journey not yet taken began at most [`HOLD_NS`] before the newest
-    /// record taken or, once the drain emptied the ring (`caught_up`),
-    /// before the drain began; and no earlier than the drain or the oldest
-    /// journey the flush before it found open, less [`OPEN_MARGIN_NS`],
-    /// where the flush could say. (A journey left open on a CPU gone idle
-    /// holds nothing longer than [`HOLD_NS`].) A collector that lags behind
-    /// the kernel holds records by the kernel's clock, not its own. At the
-    /// start of a slice: [`InOrder::release`] up to it hands on every
-    /// record stamped before it.
+    /// Where records may be handed on up to after a drain of the ring
+    /// ([`settled_before`]), at the start of a slice: [`InOrder::release`]
+    /// up to it hands on every record stamped before it.
     pub fn due_before(&self, caught_up: Option<Flushed>) -> u64 {
-        let seen = caught_up.map_or(0, |flushed| flushed.at_ns);
-        let by_hold = self.newest_ns.max(seen).saturating_sub(HOLD_NS);
-        let by_open = caught_up.map_or(0, |flushed| match flushed.open_since {
-            Some(open) => flushed.at_ns.min(open).saturating_sub(OPEN_MARGIN_NS),
-            None => 0,
-        });
-        by_hold.max(by_open) / SLICE_NS * SLICE_NS
+        settled_before(self.newest_ns, caught_up) / SLICE_NS * SLICE_NS
     }
 
     /// Hands `sink` the records of the slices that end by `until_ns` (all

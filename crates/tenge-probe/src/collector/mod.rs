@@ -16,7 +16,7 @@ use crate::event::{is_incoming_packet, record_len, Body, Event};
 use crate::probe::symbols::ProcessMaps;
 use crate::probe::{PauseEdge, Tracer};
 use crate::trace_file::{TraceError, TraceSummary, TraceWriter, FLUSH_EVERY};
-use journeys::{Flushed, InOrder};
+use journeys::{records_of, settled_before, ts_of, Flushed, InOrder};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::BuildHasherDefault;
 use std::mem::offset_of;
@@ -45,6 +45,13 @@ const TICK: Duration = Duration::from_secs(1);
 
 /// Where the [`Collector`] puts what it drains.
 pub trait Sink {
+    /// Whether records must come in time order. A sink that orders them
+    /// itself (a recording: its reader does) takes them as the ring gives
+    /// them, each journey and batch split into its records, and is told
+    /// after every drain when all before a time have come ([`Sink::caught_up`]).
+    fn in_time_order(&self) -> bool {
+        true
+    }
     /// One record as the ring holds it; an error ends the collection.
     fn record(&mut self, record: &[u8]) -> anyhow::Result<()>;
     /// About every second, with the counts so far.
@@ -57,7 +64,8 @@ pub trait Sink {
     }
     /// Every record stamped before `until_ns` (CLOCK_MONOTONIC, the
     /// records' clock) has been handed on: time has come that far though
-    /// some sockets sent nothing. After each drain that emptied the ring.
+    /// some sockets sent nothing. After each drain that emptied the ring,
+    /// and after every drain where records come out of time order.
     fn caught_up(&mut self, _until_ns: u64) -> anyhow::Result<()> {
         Ok(())
     }
@@ -160,16 +168,20 @@ impl Collector {
             elapsed: Duration::ZERO,
         };
         let (mut next_tick, mut next_flush) = (started + TICK, started + FLUSH_EVERY);
-        let mut in_order = tracer.journeys().then(InOrder::default);
+        let mut handing = match (tracer.journeys(), sink.in_time_order()) {
+            (false, _) => Handing::AsTaken,
+            (true, true) => Handing::InOrder(InOrder::default()),
+            (true, false) => Handing::Split { newest_ns: 0 },
+        };
         while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
             // First: the edge the tracer's start made goes in before anything
             // is handed on after it.
             if let Some(pause) = tracer.follow_slices()? {
-                record_pause(pause, &mut stats, sink, in_order.as_mut())?;
+                record_pause(pause, &mut stats, sink, &mut handing)?;
             }
             // Batches keep the stop flag, the deadline and the ticks live when
             // the producers outrun the reader; wait only once the ring is empty.
-            if !drain(tracer, &mut stats, sink, in_order.as_mut())? {
+            if !drain(tracer, &mut stats, sink, &mut handing)? {
                 wait_readable(tracer.ring_fd(), poll_timeout(tracer, deadline))?;
             }
             let now = Instant::now();
@@ -188,13 +200,13 @@ impl Collector {
         // takes up to tens of ms under load, and a traced slice's bound put
         // after that counted it in the time scaled by.
         if let Some(pause) = tracer.end_slices() {
-            record_pause(pause, &mut stats, sink, in_order.as_mut())?;
+            record_pause(pause, &mut stats, sink, &mut handing)?;
         }
         // Detached first: a record queued after the last drain would be lost
         // without a count (one NAPI poll at the end of a transfer was).
         tracer.detach_probes()?;
-        while drain(tracer, &mut stats, sink, in_order.as_mut())? {}
-        if let Some(in_order) = &mut in_order {
+        while drain(tracer, &mut stats, sink, &mut handing)? {}
+        if let Handing::InOrder(in_order) = &mut handing {
             stats.events += in_order.release(u64::MAX, |record| sink.record(record))?;
             stats.late = in_order.late;
         }
@@ -204,62 +216,130 @@ impl Collector {
     }
 }
 
-/// Takes a batch from the ring into `sink`, through `in_order` when the
-/// ring carries journeys. Returns whether the ring may hold more (a full
-/// batch was taken).
+/// How the records taken from the ring go to the sink.
+enum Handing {
+    /// As taken: a record per hook hit, each sent when it happened.
+    AsTaken,
+    /// Journeys and batches split into their records, in time order.
+    InOrder(InOrder),
+    /// Journeys and batches split into their records, as taken, for a sink
+    /// that orders them itself ([`Sink::in_time_order`]); the newest
+    /// record's time so far.
+    Split { newest_ns: u64 },
+}
+
+/// What a drain took, and when every record stamped before had been
+/// handed on, where it can say.
+struct Drained {
+    records: u64,
+    bytes: u64,
+    settled: Option<u64>,
+}
+
+/// Takes a batch from the ring into `sink`, as `handing` says. Returns
+/// whether the ring may hold more (a full batch was taken).
 #[inline]
 fn drain(
     tracer: &mut Tracer,
     stats: &mut CollectStats,
     sink: &mut impl Sink,
-    in_order: Option<&mut InOrder>,
+    handing: &mut Handing,
 ) -> anyhow::Result<bool> {
-    let mut failed = None;
     let started = crate::os::clock_ns(libc::CLOCK_MONOTONIC);
-    // No CPU holds a record or journey longer than HOLD_NS.
-    let mut done_before = started.saturating_sub(HOLD_NS);
-    let (records, bytes) = match in_order {
-        None => {
-            let taken = tracer.drain(BATCH, |record| {
-                if failed.is_none() {
-                    failed = sink.record(record).err();
-                }
-            });
-            stats.events += taken.0;
-            stats.written += taken.0;
-            taken
-        }
-        Some(in_order) => {
-            let open_since = tracer.flush_batches()?;
-            let taken = tracer.drain(BATCH, |record| in_order.push(record));
-            let caught_up = (taken.0 < BATCH).then_some(Flushed {
-                at_ns: started,
-                open_since,
-            });
-            let until = in_order.due_before(caught_up);
-            match in_order.release(until, |record| sink.record(record)) {
-                Ok(n) => stats.events += n,
-                Err(err) => failed = Some(err),
-            }
-            stats.late = in_order.late;
-            stats.written = in_order.written;
-            if caught_up.is_some() {
-                done_before = until;
-            }
-            taken
-        }
+    let drained = match handing {
+        Handing::AsTaken => drain_as_taken(tracer, stats, sink, started)?,
+        Handing::InOrder(in_order) => drain_in_order(tracer, stats, sink, in_order, started)?,
+        Handing::Split { newest_ns } => drain_split(tracer, stats, sink, newest_ns, started)?,
     };
-    stats.ring_records += records;
-    stats.bytes += bytes;
-    if let Some(err) = failed {
-        return Err(err);
+    stats.ring_records += drained.records;
+    stats.bytes += drained.bytes;
+    if let Some(until) = drained.settled {
+        sink.caught_up(until)?;
     }
-    // Emptied: every record stamped before `done_before` has been taken
-    // and handed on.
-    if records < BATCH {
-        sink.caught_up(done_before)?;
-    }
-    Ok(records == BATCH)
+    Ok(drained.records == BATCH)
+}
+
+#[inline]
+fn drain_as_taken(
+    tracer: &mut Tracer,
+    stats: &mut CollectStats,
+    sink: &mut impl Sink,
+    started: u64,
+) -> anyhow::Result<Drained> {
+    let mut failed = None;
+    let (records, bytes) = tracer.drain(BATCH, |record| {
+        if failed.is_none() {
+            failed = sink.record(record).err();
+        }
+    });
+    stats.events += records;
+    stats.written += records;
+    failed.map_or(Ok(()), Err)?;
+    // Emptied: no CPU holds a record longer than HOLD_NS.
+    let settled = (records < BATCH).then(|| started.saturating_sub(HOLD_NS));
+    Ok(Drained {
+        records,
+        bytes,
+        settled,
+    })
+}
+
+#[inline]
+fn drain_in_order(
+    tracer: &mut Tracer,
+    stats: &mut CollectStats,
+    sink: &mut impl Sink,
+    in_order: &mut InOrder,
+    started: u64,
+) -> anyhow::Result<Drained> {
+    let open_since = tracer.flush_batches()?;
+    let (records, bytes) = tracer.drain(BATCH, |record| in_order.push(record));
+    let caught_up = (records < BATCH).then_some(Flushed {
+        at_ns: started,
+        open_since,
+    });
+    let until = in_order.due_before(caught_up);
+    stats.events += in_order.release(until, |record| sink.record(record))?;
+    stats.late = in_order.late;
+    stats.written = in_order.written;
+    Ok(Drained {
+        records,
+        bytes,
+        settled: caught_up.map(|_| until),
+    })
+}
+
+#[inline]
+fn drain_split(
+    tracer: &mut Tracer,
+    stats: &mut CollectStats,
+    sink: &mut impl Sink,
+    newest_ns: &mut u64,
+    started: u64,
+) -> anyhow::Result<Drained> {
+    let open_since = tracer.flush_batches()?;
+    let (mut failed, mut events, mut written) = (None, 0, 0);
+    let (records, bytes) = tracer.drain(BATCH, |ring_record| {
+        written += records_of(ring_record, |record| {
+            *newest_ns = (*newest_ns).max(ts_of(record));
+            events += 1;
+            if failed.is_none() {
+                failed = sink.record(record).err();
+            }
+        });
+    });
+    stats.events += events;
+    stats.written += written;
+    failed.map_or(Ok(()), Err)?;
+    let caught_up = (records < BATCH).then_some(Flushed {
+        at_ns: started,
+        open_since,
+    });
+    Ok(Drained {
+        records,
+        bytes,
+        settled: Some(settled_before(*newest_ns, caught_up)),
+    })
 }
 
 /// How long to wait for records: not past the next edge of a time slice,
@@ -285,7 +365,7 @@ fn record_pause(
     edge: PauseEdge,
     stats: &mut CollectStats,
     sink: &mut impl Sink,
-    in_order: Option<&mut InOrder>,
+    handing: &mut Handing,
 ) -> anyhow::Result<()> {
     let (variant, ts_ns, edge_ns) = match edge {
         PauseEdge::Begin { at_ns, detached_ns } => {
@@ -305,9 +385,9 @@ fn record_pause(
     let body = Body::Pause(tt_pause { edge_ns });
     let mut record = Vec::new();
     Event::new(hdr, body).encode(&mut record);
-    match in_order {
-        Some(in_order) => in_order.push(&record),
-        None => {
+    match handing {
+        Handing::InOrder(in_order) => in_order.push(&record),
+        Handing::AsTaken | Handing::Split { .. } => {
             stats.events += 1;
             sink.record(&record)?;
         }
@@ -336,9 +416,10 @@ fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) -> anyhow::Result<()
 }
 
 /// What `record` does with each record: writes it to the trace file as it
-/// came, counts the sockets, and keeps the stack ids and process names of CPU
-/// samples for the trace's summary. Of most records it reads only the kind
-/// and the socket cookie; nothing else needs them decoded while recording.
+/// came (out of time order: the file's reader orders them), counts the
+/// sockets, and keeps the stack ids and process names of CPU samples for
+/// the trace's summary. Of most records it reads only the kind and the
+/// socket cookie; nothing else needs them decoded while recording.
 pub struct Recording {
     writer: TraceWriter,
     sockets: SocketCount,
@@ -355,7 +436,8 @@ pub struct Recording {
 }
 
 impl Recording {
-    pub fn new(writer: TraceWriter) -> Recording {
+    pub fn new(mut writer: TraceWriter) -> Recording {
+        writer.out_of_time_order();
         Recording {
             writer,
             sockets: SocketCount::default(),
@@ -486,6 +568,10 @@ impl Recording {
 }
 
 impl Sink for Recording {
+    fn in_time_order(&self) -> bool {
+        false
+    }
+
     #[inline]
     fn record(&mut self, record: &[u8]) -> anyhow::Result<()> {
         Ok(Recording::record(self, record)?)
@@ -493,6 +579,11 @@ impl Sink for Recording {
 
     fn flush(&mut self) -> anyhow::Result<()> {
         Ok(Recording::flush(self)?)
+    }
+
+    fn caught_up(&mut self, until_ns: u64) -> anyhow::Result<()> {
+        self.writer.settle(until_ns);
+        Ok(())
     }
 }
 
@@ -585,11 +676,13 @@ mod tests {
         assert_eq!(recording.sockets(), flows.len());
         assert_eq!(recording.events(), records.len() as u64 + 1);
         recording.finish(&TraceSummary::default()).unwrap();
-        let mut reader = TraceReader::open(&path).unwrap();
+        let read = TraceReader::open(&path).unwrap().for_each(|_| {}).is_err();
+        assert!(read, "the cut record is in the file");
+        // Read up to it, salvaging.
+        let mut reader = TraceReader::open(&path).unwrap().salvaging();
         let mut back = 0;
-        let read = reader.for_each(|_| back += 1);
+        reader.for_each(|_| back += 1).unwrap();
         let _ = std::fs::remove_file(&path);
-        assert!(read.is_err(), "the cut record is in the file");
         assert_eq!(back, records.len());
     }
 
