@@ -52,6 +52,26 @@ mod tx {
         )
     }
 
+    /// A write of `msg_left` bytes as it finds the socket (`write_seq`
+    /// before it).
+    pub fn write(ts: u64, msg_left: u32, s: State) -> Event {
+        let body = tt_sendmsg {
+            write_seq: s.write_seq,
+            msg_left,
+            snd_una: s.snd_una,
+            snd_nxt: s.snd_nxt,
+            snd_cwnd: s.snd_cwnd,
+            snd_wnd: s.snd_wnd,
+            mss_cache: MSS,
+            packets_out: s.packets_out,
+            ..Default::default()
+        };
+        Event::new(
+            hdr(ts, SENDER, RECEIVER, 0xffff_8880_0000_1000, TX_COOKIE),
+            Body::Sendmsg(body),
+        )
+    }
+
     /// Sender state at net_dev_queue: what limits it.
     #[derive(Clone, Copy, Default)]
     pub struct State {
@@ -423,6 +443,37 @@ fn segments_tsq_held_past_an_ack_that_opened_the_window() {
     assert_eq!(path(&report, "tx", "at_once").packets, 4);
     assert_eq!(path(&report, "tx", "held_pacing_tsq").packets, 2);
     assert!(report.paths.iter().all(|p| p.path != "held_rwnd"));
+}
+
+/// A send empties the queue into the last of the window; the next write
+/// waits in the used-up window for a millisecond, till an ACK opens it:
+/// held by the window from the write on (sampled at sends and ACKs alone,
+/// the window read as open till the ACK, and the segment as held_pacing_tsq).
+#[test]
+fn a_write_into_a_used_up_window_is_held_by_rwnd() {
+    let state = |snd_una, snd_nxt, packets_out, write_seq| tx::State {
+        snd_una,
+        snd_nxt,
+        snd_cwnd: 30,
+        snd_wnd: 4 * MSS,
+        packets_out,
+        write_seq,
+    };
+    let mut events = vec![tx::write(0, 4 * MSS, state(1000, 1000, 0, 1000))];
+    events.extend((0..4).map(|k| {
+        let seq = 1000 + k * MSS;
+        let s = state(1000, seq, k, 1000 + 4 * MSS);
+        tx::queue(10_000, 0x1000 + u64::from(k), seq, MSS, 1, s)
+    }));
+    events.push(tx::write(100_000, MSS, state(1000, 5000, 4, 5000)));
+    let before = state(1000, 5000, 4, 6000);
+    events.push(tx::ack(1_100_000, 3000, 4 * MSS, before));
+    let after = state(3000, 5000, 2, 6000);
+    events.push(tx::queue(1_110_000, 0x2000, 5000, MSS, 1, after));
+    let report = run(PathConfig::default(), &events);
+    assert_eq!(path(&report, "tx", "at_once").packets, 4);
+    assert_all(path(&report, "tx", "held_rwnd"), "tcp", 1, 1_010_000);
+    assert!(report.paths.iter().all(|p| p.path != "held_pacing_tsq"));
 }
 
 /// A slow reader's zero window, reopened wide by a read (the healthy lab
