@@ -1150,9 +1150,10 @@ fn send_buffer_the_kernel_does_not_clock() {
     }
     let _serial = serial();
     let run = |sndbuf| {
+        // Half a second or more: polls enough to witness it (below).
         let cfg = LabConfig {
             sndbuf,
-            bytes: 256 << 20,
+            bytes: 512 << 20,
             poll_ends_us: Some(200),
             ..LabConfig::default()
         };
@@ -1185,11 +1186,14 @@ fn send_buffer_the_kernel_does_not_clock() {
     assert_eq!(l.sndbuf_source, "per_event");
     // A witness nobody here wrote: the kernel's own socket state, polled,
     // shows the buffer full with nothing unsent and the congestion window
-    // open where its chrono clocks nothing (12 to 23 polls, asked for every
-    // 200 µs, land in the transfer's quarter second: 2 cores, writer,
-    // reader and softirq busy).
+    // open where its chrono clocks nothing. Asked for every 200 µs, 16 to 29
+    // polls land in the transfer's half second (2 cores, writer, reader and
+    // softirq busy), when the cores let the poller run, not at random
+    // instants; and a poll sees only the instants the buffer is full (the
+    // writer sleeps on until a third of it is free). Of fewer than 20, none
+    // found it full in 1 run of 5 (a debug build, 12 polls, the events 37 %).
     let (busy_polls, _, polled_sndbuf) = polled;
-    if busy_polls >= 5 {
+    if busy_polls >= 20 {
         assert!(polled_sndbuf > kernel, "polls {polled:?}, kernel {kernel}");
     }
 }
