@@ -11,9 +11,9 @@
 //! block decodes without copying framing. A block's `settled` time says
 //! that every record stamped before it is in that block or an earlier one:
 //! `u64::MAX` where the records are in time order; a recording's records
-//! come as the ring gave them, and the reader puts them in time order
-//! ([`reorder`]). Version 1 blocks have no `settled` and are in time order. A file without its trailer (the
-//! recorder was killed) or with a bad checksum is rejected with the offset
+//! come as the ring gave them, and the reader puts them in time order (see
+//! `reorder.rs`). Version 1 blocks have no `settled` and are in time order.
+//! A file without its trailer (the recorder was killed) or with a bad checksum is rejected with the offset
 //! where it went wrong, never with a panic; or, [salvaging](TraceReader::salvaging),
 //! read up to its last whole checksummed block, with the damage named.
 //!
@@ -719,14 +719,14 @@ impl TraceReader {
             end_reason: format!("damaged at byte {offset}: {what}"),
             ..TraceSummary::default()
         });
+        // The whole blocks before the damage: their records still held.
+        let held = self.reorder.release(u64::MAX, &mut self.block);
         self.damage = Some(Damage {
             offset,
-            events_read: self.events,
+            events_read: self.events + held,
             what,
         });
-        // The whole blocks before the damage: their records still held.
-        self.reorder.release(u64::MAX, &mut self.block);
-        Ok(!self.block.is_empty())
+        Ok(held > 0)
     }
 
     /// The next event, `Ok(None)` after the trailer.
@@ -1147,7 +1147,8 @@ mod tests {
         let mut read = Vec::new();
         r.for_each(|ev| read.push(*ev)).unwrap();
         assert_eq!(seqs(&read), (0..1000).collect::<Vec<_>>());
-        assert!(r.damage().is_some());
+        // Counted as read before the damage: each came in a whole block.
+        assert_eq!(r.damage().unwrap().events_read, 1000);
     }
 
     /// Version 1 files (no settled time in their blocks) are read as they were.

@@ -98,8 +98,9 @@ impl Reorder {
     }
 
     /// Appends to `out`, in time order, every held record stamped before
-    /// `until_ns` (all of them with `u64::MAX`).
-    pub fn release(&mut self, until_ns: u64, out: &mut Vec<u8>) {
+    /// `until_ns` (all of them with `u64::MAX`). Returns how many.
+    pub fn release(&mut self, until_ns: u64, out: &mut Vec<u8>) -> u64 {
+        let mut released = 0;
         let due = |ts: u64| ts < until_ns || until_ns == u64::MAX;
         while let Some(&Reverse((ts, number, slot))) = self.heads.peek() {
             if !due(ts) {
@@ -123,6 +124,7 @@ impl Reorder {
                 self.released_ns = self.released_ns.max(ts);
                 out.extend_from_slice(&run.bytes[at as usize..(at + len) as usize]);
                 run.next += 1;
+                released += 1;
             }
             if run.next == run.order.len() {
                 let mut done = self.runs[slot].take().expect("a held run");
@@ -130,5 +132,6 @@ impl Reorder {
                 self.spare.push(done.bytes);
             }
         }
+        released
     }
 }
