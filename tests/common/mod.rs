@@ -174,18 +174,24 @@ pub struct LinkPackets {
     pub tx_dropped: u64,
 }
 
+/// What `ip ARGS` prints as JSON; it must succeed.
 #[allow(dead_code)]
-pub fn link_packets(netns: &str, iface: &str) -> LinkPackets {
+fn ip_json(args: &[&str]) -> serde_json::Value {
     let out = std::process::Command::new("ip")
-        .args(["-n", netns, "-s", "-j", "link", "show", "dev", iface])
+        .args(args)
         .output()
         .expect("ip runs");
     assert!(
         out.status.success(),
-        "{}",
+        "ip {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j prints JSON");
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+#[allow(dead_code)]
+pub fn link_packets(netns: &str, iface: &str) -> LinkPackets {
+    let json = ip_json(&["-n", netns, "-s", "-j", "link", "show", "dev", iface]);
     let stats = &json[0]["stats64"];
     let count = |dir: &str, field: &str| stats[dir][field].as_u64().expect("a counter");
     LinkPackets {
@@ -200,16 +206,7 @@ pub fn link_packets(netns: &str, iface: &str) -> LinkPackets {
 /// alone).
 #[allow(dead_code)]
 pub fn nstat(netns: &str) -> std::collections::BTreeMap<String, u64> {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", netns, "nstat", "-asz", "--json"])
-        .output()
-        .expect("nstat runs");
-    assert!(
-        out.status.success(),
-        "nstat: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("nstat's JSON");
+    let json = ip_json(&["netns", "exec", netns, "nstat", "-asz", "--json"]);
     let counters = json["kernel"].as_object().expect("nstat's kernel counters");
     counters
         .iter()
