@@ -131,9 +131,13 @@ pub struct Evictions {
     pub in_flight_at_end: u64,
     /// Packets in flight when a pause of sampling by time began.
     pub cut_by_pause: u64,
-    /// Writes forgotten (stale or over capacity) before their bytes left TCP:
+    /// Writes forgotten (waiting `app_wait_ns`) before their bytes left TCP:
     /// those bytes show up as `write_unseen`.
     pub writes_dropped: u64,
+    /// Writes merged into the one before them when more than
+    /// `max_pending_per_flow` were unsent: their bytes count as written
+    /// then, moments early.
+    pub writes_merged: u64,
 }
 
 /// One flow's breakdown, from its own path table.
@@ -394,7 +398,7 @@ impl PathReport {
         let _ = writeln!(
             out,
             "evictions: stale {}, capacity {}, superseded {}, dropped {}, driver_error {}, events over flow cap {}, \
-             in flight at end {}, cut by pauses {}, writes dropped {}",
+             in flight at end {}, cut by pauses {}, writes dropped {}, writes merged {}",
             e.stale,
             e.capacity,
             e.superseded,
@@ -403,7 +407,8 @@ impl PathReport {
             e.events_over_flow_cap,
             e.in_flight_at_end,
             e.cut_by_pause,
-            e.writes_dropped
+            e.writes_dropped,
+            e.writes_merged
         );
         let _ = writeln!(out, "counts: {}", self.note);
         out

@@ -1399,6 +1399,59 @@ fn tx_retransmits_and_unseen_writes() {
     assert_eq!(report.evictions.in_flight_at_end, 1);
 }
 
+/// More small writes wait than a flow keeps (iperf3 -l 100 into a closed
+/// window): they are merged in pairs, never the oldest dropped, so every
+/// segment finds its own write or one a few µs before it.
+#[test]
+fn writes_past_the_queue_are_merged_and_every_segment_finds_one() {
+    let cfg = PathConfig {
+        max_pending_per_flow: 16,
+        ..Default::default()
+    };
+    // 50 writes of 100 B, one per µs, into a window used up at 1000.
+    let mut events: Vec<Event> = (0..50u32)
+        .map(|k| tx::sendmsg(u64::from(k) * 1_000, 1000 + k * 100, 1000))
+        .collect();
+    let open = tx::State {
+        snd_una: 1000,
+        snd_cwnd: 10,
+        snd_wnd: 65535,
+        write_seq: 6000,
+        ..Default::default()
+    };
+    // The window opens at 5 ms: five segments of 1000 B leave.
+    for k in 0..5u32 {
+        let (seq, skb) = (1000 + k * MSS, 0x700 + u64::from(k) * 0x100);
+        let state = tx::State {
+            snd_nxt: seq,
+            packets_out: k,
+            ..open
+        };
+        events.push(tx::queue(5_000_000, skb, seq, MSS, 1, state));
+    }
+    let report = run(cfg, &events);
+    assert!(report.paths.iter().all(|p| p.path != "write_unseen"));
+    assert_eq!(report.evictions.writes_dropped, 0);
+    assert!(report.evictions.writes_merged >= 25);
+    // Segment k's first byte was written at 10k µs and left at 5 ms: the
+    // write found for it is its own or, merged, one of the few before it.
+    let tx: Vec<_> = report
+        .paths
+        .iter()
+        .filter(|p| p.direction == "tx")
+        .collect();
+    assert_eq!(tx.iter().map(|p| stage(p, "tcp").count).sum::<u64>(), 5);
+    for p in tx {
+        let tcp = stage(p, "tcp");
+        assert!(tcp.max_ns <= 5_000_000, "{}: {tcp:?}", p.path);
+        assert!(
+            (4_980_000..=4_996_000).contains(&tcp.mean_ns),
+            "{}: {tcp:?}",
+            p.path
+        );
+    }
+}
+
 #[test]
 #[ignore = "timing: cargo test --release --lib paths::tests::throughput -- --ignored --nocapture"]
 fn throughput() {

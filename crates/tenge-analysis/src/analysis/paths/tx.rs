@@ -216,6 +216,21 @@ impl SmallSegment {
     }
 }
 
+/// Makes room in a full queue of writes: every second one of its newer half
+/// goes, its bytes then taken for those of the write before it (the same
+/// writer's, moments earlier); the older half, whose bytes leave next, keeps
+/// every write. Dropping the oldest instead lost exactly those: iperf3 -l 100
+/// over loopback, 99 % rwnd-limited with megabytes of 100-byte writes unsent,
+/// read 97 % of its segments `write_unseen`. How many went.
+fn merge_newer_pairs(writes: &mut VecDeque<Write>) -> u64 {
+    let (before, mut i) = (writes.len(), 0);
+    writes.retain(|_| {
+        i += 1;
+        i <= before / 2 || (i - before / 2) % 2 == 1
+    });
+    (before - writes.len()) as u64
+}
+
 impl TxFlow {
     pub fn on_sendmsg(&mut self, ts_ns: u64, body: &tt_sendmsg, ctx: &mut Ctx) {
         let write = Write {
@@ -241,8 +256,7 @@ impl TxFlow {
             Some(last) if last.write_seq == write.write_seq => *last = write,
             _ => {
                 if self.writes.len() >= ctx.cfg.max_pending_per_flow {
-                    self.writes.pop_front();
-                    ctx.counters.evictions.writes_dropped += 1;
+                    ctx.counters.evictions.writes_merged += merge_newer_pairs(&mut self.writes);
                 }
                 self.writes.push_back(write);
             }
@@ -580,5 +594,19 @@ mod tests {
         let mut w = WindowHeld::default();
         w.saw(10, u32::MAX - 10, sender(u32::MAX - 50, 500));
         assert_eq!(w.at(40), 30);
+    }
+
+    #[test]
+    fn a_full_queue_merges_pairs_of_its_newer_half() {
+        let write = |k: u32| Write {
+            write_seq: k * 100,
+            ts_ns: u64::from(k),
+            window_held_ns: 0,
+            behind_small: false,
+        };
+        let mut writes: VecDeque<Write> = (0..11).map(write).collect();
+        assert_eq!(merge_newer_pairs(&mut writes), 3);
+        let kept: Vec<u64> = writes.iter().map(|w| w.ts_ns).collect();
+        assert_eq!(kept, [0, 1, 2, 3, 4, 5, 7, 9]);
     }
 }
