@@ -44,6 +44,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+use tenge_trace::analysis::paths::FlowPaths;
 use tenge_trace::analysis::window::{
     Advice, Alert, AlertKind, FlowWindowReport, LimitFractions, LimitsReport,
 };
@@ -918,6 +919,16 @@ fn bytes(run: &Run, t: &TransferReport, wrong: &mut Vec<String>) {
     }
 }
 
+/// A flow's TX segments on the hold path `path` (all of them: None).
+fn tx_held(flow: &FlowPaths, path: Option<&str>) -> u64 {
+    flow.paths
+        .iter()
+        .filter(|p| p.direction == "tx" && p.dimension == "hold")
+        .filter(|p| path.is_none_or(|path| p.path == path))
+        .map(|p| p.packets)
+        .sum()
+}
+
 /// What one transfer of a run found wrong, and its line for the table.
 /// The path table blames the receive window for holding segments only
 /// where the kernel found the sender rwnd-limited: with no `rwnd_limited`
@@ -938,14 +949,7 @@ fn held_by_rwnd(run: &Run, cookie: u64, t: &TransferReport, wrong: &mut Vec<Stri
     else {
         return 0.0;
     };
-    let hold = |path: Option<&str>| -> u64 {
-        flow.paths
-            .iter()
-            .filter(|p| p.direction == "tx" && p.dimension == "hold")
-            .filter(|p| path.is_none_or(|path| p.path == path))
-            .map(|p| p.packets)
-            .sum()
-    };
+    let hold = |path| tx_held(flow, path);
     let share = hold(Some("held_rwnd")) as f64 / hold(None).max(1) as f64;
     let info = &t.sender;
     let kernel = info.rwnd_limited_us as f64 / info.busy_time_us.max(1) as f64;
@@ -1350,15 +1354,8 @@ fn small_writes_past_the_queue_agree_with_the_kernel() {
     let t = &run.transfers[0];
     let (wrong, summary) = check(&run, t);
     let merged = run.report.path_costs.evictions.writes_merged;
-    let unseen: u64 = run
-        .report
-        .path_costs
-        .flows
-        .iter()
-        .flat_map(|f| &f.paths)
-        .filter(|p| p.direction == "tx" && p.path == "write_unseen")
-        .map(|p| p.packets)
-        .sum();
+    let flows = &run.report.path_costs.flows;
+    let unseen: u64 = flows.iter().map(|f| tx_held(f, Some("write_unseen"))).sum();
     eprintln!("{summary}  writes merged {merged}, write_unseen {unseen}");
     assert!(merged > 0, "the writes never overflowed the queue");
     assert_eq!(unseen, 0, "every write was traced");
