@@ -651,9 +651,12 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
         return;
     }
     let _serial = serial();
-    // 128 MiB at 25 MB/s: 5.4 s, 33 runs of 8 slices, one slice of each
+    // 64 MiB at 12.5 MB/s: 5.4 s, 33 runs of 8 slices, one slice of each
     // traced. At a steady rate a traced ms holds as many packets as any
-    // other (measured: 196 to 256 events per traced ms, every slice), so
+    // other (measured at 25 MB/s: 196 to 256 events per traced ms, every
+    // slice; half that rate since a slow CI host, both vCPUs saturated by
+    // two debug collectors, ran the transfer slower while the sliced
+    // tracer was attached: 14% fewer packets per traced ms), so
     // each window's events times 8, times its slices over its traced time
     // where the probes came back late, count the transfer right but for
     // the runs its two ends cut, whose traced slice fell inside it or not
@@ -663,7 +666,8 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
     // the transfer (before they came back ahead of their slice, each slice
     // was cut by its attach, and the counts came −19% to +2%).
     let cfg = LabConfig {
-        bytes: 128 << 20,
+        bytes: 64 << 20,
+        max_pacing_rate: Some(12_500_000),
         ..paced_one_segment_skbs()
     };
     let lab = Lab::new(&cfg).unwrap();
@@ -740,31 +744,51 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
             "segments sent in the slice {from}..{to}: {seen}, every-packet {least}..={most}"
         );
     }
-    // The probes come back ahead of each slice: every slice between two
-    // pauses is traced whole, from its start to its end (20 ms), but where
-    // coming back took longer than the lead it had (the pause ends when
-    // they were all back).
+    // The probes come back ahead of each slice, by a lead that follows what
+    // coming back took lately (at most half a slice): a window is traced
+    // from its slice's start, on the slices' grid, unless coming back took
+    // longer than the lead, and then from when they were all back. How
+    // often that happens is the host's (debug build beside the every-packet
+    // tracer: 31 to 37 of about 40 windows whole here, 28 of 54 on a slower
+    // CI host); what follows holds on any. A window ends on the grid (the
+    // end of its last slice), or where it began if the slice was over
+    // before the probes were back.
     let slice = 20_000_000;
-    let lengths: Vec<u64> = pauses.windows(2).map(|w| w[1][0] - w[0][3]).collect();
-    // Two slices when the last of a run and the first of the next are drawn.
-    let whole = lengths.iter().filter(|&&l| l > 0 && l % slice == 0);
-    let (whole, windows) = (whole.count(), lengths.len());
+    let windows: Vec<([u64; 4], u64)> = pauses.windows(2).map(|w| (w[0], w[1][0])).collect();
+    let traced = |&&(p, end): &&([u64; 4], u64)| end > p[3];
+    let phase = windows.iter().find(traced).expect("a traced window").1 % slice;
+    for &(p, end) in &windows {
+        assert!(end % slice == phase || end == p[3], "window {p:?}..{end}");
+    }
+    // The probes began to come back before their slice began, but where
+    // the collector woke late by more than the lead (none of 40 windows
+    // here; 3 of 63 beside six busy loops).
+    let slice_start = |at: u64| at - (at + slice - phase) % slice;
+    let traced: Vec<[u64; 4]> = windows.iter().filter(traced).map(|w| w.0).collect();
+    let ahead = traced.iter().filter(|p| slice_start(p[3]) > p[2]).count();
+    let whole = traced.iter().filter(|p| slice_start(p[3]) == p[3]).count();
     eprintln!(
-        "{whole} of {windows} slices traced whole, scale {}",
+        "{} windows, {} traced: {whole} whole, {ahead} came back ahead, scale {}",
+        windows.len(),
+        traced.len(),
         sliced.scale
     );
-    // In this debug build, beside the every-packet tracer on 2 vCPUs,
-    // attaching took 2 to 16 ms (its lead is at most half a slice, 10 ms):
-    // 31 to 36 of about 40 slices were whole.
-    assert!(whole * 3 >= windows * 2, "{whole} of {windows} whole");
+    assert!(ahead * 4 >= traced.len() * 3, "{ahead} came back ahead");
     let (first, last) = (pauses[0][0], pauses.last().unwrap()[3]);
     let paused: u64 = pauses.iter().map(|p| p[3] - p[0]).sum();
-    let share = paused as f64 / (last - first) as f64;
-    eprintln!("{} pauses, {:.2}% of the time", pauses.len(), share * 100.0);
+    // A slice whose probes came back late is paused until then.
+    let late: u64 = traced.iter().map(|p| p[3] - slice_start(p[3])).sum();
+    let share = (paused - late) as f64 / (last - first) as f64;
+    eprintln!(
+        "{} pauses, {:.2}% of the time, {:.2}% but for the slices' late starts",
+        pauses.len(),
+        paused as f64 / (last - first) as f64 * 100.0,
+        share * 100.0
+    );
     // 7/8 of the time between the slices; the first and the last pause
-    // may be a run's end or start apart, and a slice whose probes came back
-    // late is paused until then (measured: 87.9% to 89.4%).
-    assert!((0.86..0.92).contains(&share), "paused {share}");
+    // may be a run's end or start apart (measured: 87.6% to 88.4%, from
+    // 87.9% to 90.2% with the late starts).
+    assert!((0.86..0.91).contains(&share), "paused {share}");
     // A recording that starts or ends in a traced slice has a bound there:
     // no window is longer than its slices (two at most), the first and the
     // last included (the end's bound came once the probes were gone, up to
@@ -779,6 +803,45 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
     if let Some(&b) = bounds.last().filter(|&&b| b > last) {
         assert!(b - last <= 2 * slice, "traced from {last} to the end {b}");
     }
+    // The best count sampling can make: what the every-packet tracer saw
+    // sent in the sliced tracer's windows, each weighed as the analysis
+    // weighs it (its slices over the time it was traced). It differs from
+    // the transfer's count where the traced slices ran at another rate than
+    // the rest: a saturated host runs the transfer slower while a second
+    // tracer is attached (a slow CI host, both vCPUs busy with two debug
+    // collectors: 14% fewer packets per traced ms; four busy loops here:
+    // 7%). By how much is the host's, bounded loosely; the scaled counts
+    // must match it.
+    let mut spans: Vec<(u64, u64, bool)> = pauses
+        .windows(2)
+        .map(|w| (w[0][3], w[1][0], true))
+        .collect();
+    spans.extend(
+        bounds
+            .first()
+            .filter(|&&b| b < first)
+            .map(|&b| (b, first, true)),
+    );
+    spans.extend(
+        bounds
+            .last()
+            .filter(|&&b| b > last)
+            .map(|&b| (last, b, false)),
+    );
+    let weighed: f64 = spans
+        .iter()
+        .filter(|&&(from, to, _)| to > from)
+        .map(|&(from, to, drawn)| {
+            let weight = match drawn {
+                true => (to - from).div_ceil(slice) as f64 * slice as f64 / (to - from) as f64,
+                false => 1.0,
+            };
+            8.0 * weight * in_window(&all.xmit_ts, from, to) as f64
+        })
+        .sum();
+    let rate_in_slices = weighed / all.xmit_ts.len() as f64;
+    eprintln!("the traced slices' rate over the transfer's: {rate_in_slices:.3}");
+    assert!((0.8..1.2).contains(&rate_in_slices), "{rate_in_slices}");
     for (direction, stage, counter) in [
         ("tx", "driver", all.sender_tx),
         ("rx", "read", all.receiver_rx),
@@ -787,22 +850,24 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
             stage_count(&all.report, direction, stage),
             stage_count(&sliced, direction, stage),
         );
+        let best = |n: u64| (n as f64 * rate_in_slices) as u64;
         eprintln!(
-            "{direction}: {n_all} packets, 1 in 8 slices scaled: {n_sliced} ({:+.1}%), veth: {counter}",
-            (n_sliced as f64 / n_all as f64 - 1.0) * 100.0
+            "{direction}: {n_all} packets, 1 in 8 slices scaled: {n_sliced} ({:+.1}%, {:+.1}% from the best), veth: {counter}",
+            (n_sliced as f64 / n_all as f64 - 1.0) * 100.0,
+            (n_sliced as f64 / best(n_all) as f64 - 1.0) * 100.0,
         );
-        // Debug build, 11 runs: −2.6% to +1.5%; 5 more beside two busy
-        // loops on the 2 vCPUs (33 to 39 of 41 slices whole): −1.5% to
-        // +2.7%. Scaled by the times, the same loads made +1% to +9%, and
+        // Debug build, from the best: −1.2% to +0.3% idle, −5.1% to +0.3%
+        // beside four or six busy loops (from the transfer's count there:
+        // down to −14.6%). Scaled by the times, loads made +1% to +9%, and
         // before the slices started ahead of the first attach (what the
         // probes stamped while the others attached, up to 76 ms, counted
         // as traced time), CI's run came −13.4%.
         assert!(
-            relative_error(n_sliced, counter) <= SLICED_COUNT_ERROR,
+            relative_error(n_sliced, best(counter)) <= SLICED_COUNT_ERROR,
             "{direction}"
         );
         assert!(
-            relative_error(n_sliced, n_all) <= SLICED_COUNT_ERROR,
+            relative_error(n_sliced, best(n_all)) <= SLICED_COUNT_ERROR,
             "{direction}"
         );
     }
