@@ -368,6 +368,19 @@ pub fn segment_size(w: &tt_window_adv) -> u32 {
     }
 }
 
+/// Whether the peer's window, ending at `wnd_end`, holds back a sender that
+/// has sent up to `sent` and written up to `written` (MSS `mss`):
+/// `tcp_snd_wnd_test()` fails for the first unsent skb, whose first
+/// `min(len, mss)` bytes must fit. That skb holds at most what is unsent,
+/// and small writes coalesce into it: with 1000-byte writes and an MSS of
+/// 16 KB, a window with room for a few of them held nothing (the kernel's
+/// rwnd_limited 0 where less than an MSS of room read as held: 11-15 % of
+/// the segments held_rwnd). Nothing unsent, nothing held.
+pub fn window_holds(wnd_end: u32, sent: u32, written: u32, mss: u32) -> bool {
+    let unsent = written.wrapping_sub(sent) as i32;
+    unsent > 0 && seq_before(wnd_end, sent.wrapping_add((unsent as u32).min(mss.max(1))))
+}
+
 /// Whether 1-in-`every` sampling keeps the byte at sequence number `seq`.
 pub fn sampled_byte(seq: u32, every: u32) -> bool {
     every <= 1 || block_chosen(seq >> TT_SAMPLE_BLOCK_SHIFT, every)
@@ -645,6 +658,28 @@ mod tests {
         // An old ACK leaves snd_una; across the wrap, a new one moves it.
         assert_eq!(after_ack(&ack(300, 100)), (300, 8000));
         assert_eq!(after_ack(&ack(u32::MAX - 5, 10)), (10, 8000));
+    }
+
+    /// `tcp_snd_wnd_test()`: the unsent head's first `min(len, mss)` bytes
+    /// must fit, and the head holds at most what is unsent.
+    #[test]
+    fn the_window_holds_what_of_the_unsent_head_does_not_fit() {
+        let mss = 16_000;
+        // 3000 B of room, 1000 B unsent: it fits, under an MSS of room.
+        assert!(!window_holds(13_000, 10_000, 11_000, mss));
+        // 1000 B of room, 3000 B unsent: the head's first 3000 B do not.
+        assert!(window_holds(11_000, 10_000, 13_000, mss));
+        // Exactly the head's room; the MSS bounds what must fit.
+        assert!(!window_holds(13_000, 10_000, 13_000, mss));
+        assert!(!window_holds(26_000, 10_000, 90_000, mss));
+        assert!(window_holds(25_999, 10_000, 90_000, mss));
+        // Nothing unsent, a window shut or shrunk behind snd_nxt: nothing held
+        // but where data waits.
+        assert!(!window_holds(9_000, 10_000, 10_000, mss));
+        assert!(window_holds(9_000, 10_000, 10_001, mss));
+        // Across the wrap.
+        assert!(window_holds(5, u32::MAX - 10, 100, mss));
+        assert!(!window_holds(200, u32::MAX - 10, 100, mss));
     }
 
     #[test]

@@ -21,7 +21,7 @@
 use super::stats::{hold, PathId, TX_STAGE_DRIVER, TX_STAGE_QDISC, TX_STAGE_TCP};
 use super::{seq_after, seq_before, Ctx};
 use crate::event::{after_ack, tcp_flags, tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
-use crate::event::{sampled_byte, segment_size};
+use crate::event::{sampled_byte, segment_size, window_holds};
 use std::collections::VecDeque;
 
 /// One `tcp_sendmsg_locked` iteration.
@@ -116,8 +116,8 @@ impl Sender {
 
 /// How long the peer's window has held the sender back: the time after
 /// each sample of it (an ACK's state before TCP took it in, a send, a
-/// write) at which it was used up, less than an MSS past what was sent,
-/// with more written and the congestion window open (`tcp_write_xmit()`
+/// write) at which it was used up ([`window_holds`]) and the congestion
+/// window open (`tcp_write_xmit()`
 /// tests cwnd first: with both used up, cwnd holds). The kernel's rwnd_limited
 /// chrono, measured on the events: a segment's share of it between its
 /// write and its send is how long the window, not cwnd or pacing, kept it
@@ -136,9 +136,8 @@ impl WindowHeld {
     fn saw(&mut self, ts_ns: u64, end: u32, sender: Sender) {
         self.total_ns = self.at(ts_ns);
         self.since_ns = self.since_ns.max(ts_ns);
-        self.holding = !sender.cwnd_full
-            && seq_before(end, sender.sent.wrapping_add(sender.mss.max(1)))
-            && seq_before(end, sender.written);
+        self.holding =
+            !sender.cwnd_full && window_holds(end, sender.sent, sender.written, sender.mss);
     }
 
     /// The time held up to `ts_ns`.
@@ -580,16 +579,22 @@ mod tests {
         // Used up with nothing more written: nothing waits on it.
         w.saw(110, 6000, sender(6000, 6000));
         assert_eq!(w.at(200), 20);
+        // Under an MSS of room, but room for the 30 B written: they leave.
+        w.saw(200, 6050, sender(6000, 6030));
+        assert_eq!(w.at(210), 20);
+        // 40 B written past the 50 B of room: the window holds them.
+        w.saw(210, 6050, sender(6000, 6090));
+        assert_eq!(w.at(220), 30);
         // Used up with cwnd full too: cwnd holds, as the kernel counts it.
         let cwnd_full = Sender {
             cwnd_full: true,
             ..sender(6000, 9000)
         };
-        w.saw(200, 6000, cwnd_full);
-        assert_eq!(w.at(300), 20);
+        w.saw(220, 6000, cwnd_full);
+        assert_eq!(w.at(300), 30);
         w.saw(300, 6000, sender(6000, 9000));
         w.pause();
-        assert_eq!(w.at(500), 20);
+        assert_eq!(w.at(500), 30);
         // Across the sequence space's wrap.
         let mut w = WindowHeld::default();
         w.saw(10, u32::MAX - 10, sender(u32::MAX - 50, 500));

@@ -2,7 +2,7 @@
 //! window, the send buffer or the application; from the sender's per-event
 //! state, cross-checked with the kernel's own chrono counters.
 
-use crate::event::{tcp_flags, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
+use crate::event::{tcp_flags, tt_sendmsg, tt_tcp_rcv, tt_window_adv, window_holds};
 use serde::Serialize;
 
 /// The sender state the limit tests read, merged from every event that carries part of it.
@@ -48,8 +48,8 @@ const BUSY_LIMITS: [Limit; 5] = [
 ];
 
 impl SenderState {
-    /// The kernel's tests, in this order: rwnd (`snd_una + snd_wnd − snd_nxt <
-    /// mss_cache` with unsent data, as `tcp_snd_wnd_test` fails), cwnd
+    /// The kernel's tests, in this order: rwnd ([`window_holds`], as
+    /// `tcp_snd_wnd_test` fails), cwnd
     /// (`tcp_packets_in_flight ≥ snd_cwnd`), then with nothing unsent sndbuf
     /// (`sk_wmem_queued ≥ sk_sndbuf`: the writer sleeps in
     /// `sk_stream_wait_memory`) while the peer's window would take another
@@ -60,13 +60,11 @@ impl SenderState {
             return Limit::Idle;
         }
         let unsent = seq_gap(self.snd_nxt, self.write_seq);
-        let window_left = self
-            .snd_una
-            .wrapping_add(self.snd_wnd)
-            .wrapping_sub(self.snd_nxt) as i32;
+        let wnd_end = self.snd_una.wrapping_add(self.snd_wnd);
+        let window_left = wnd_end.wrapping_sub(self.snd_nxt) as i32;
         let in_flight = (self.packets_out.saturating_add(self.retrans_out))
             .saturating_sub(self.sacked_out.saturating_add(self.lost_out));
-        if unsent > 0 && window_left < self.mss_cache as i32 {
+        if window_holds(wnd_end, self.snd_nxt, self.write_seq, self.mss_cache) {
             Limit::Rwnd
         } else if self.snd_cwnd > 0 && in_flight >= self.snd_cwnd {
             Limit::Cwnd
@@ -746,6 +744,15 @@ mod tests {
             }
             .limit(),
             Limit::App
+        );
+        // ... nor when what is unsent (400 B) fits the 500 B of room.
+        assert_eq!(
+            SenderState {
+                snd_wnd: 1500,
+                ..busy(2400)
+            }
+            .limit(),
+            Limit::Unlimited
         );
         // in flight 12 + 1 − 2 − 1 = 10 ≥ cwnd 10.
         let s = SenderState {
