@@ -78,6 +78,7 @@ fn limited_text(kind: AlertKind, s: &SenderState, held_wnd: u32, rwnd_usable: u6
         AlertKind::RwndLimited if rwnd_usable * 100 < u64::from(held_wnd) * 99 => {
             format!("peer window {held_wnd} B, {rwnd_usable} B of it as the sender fills windows")
         }
+        AlertKind::RwndLimited if held_wnd == 0 => "peer window 0 B, shut (zero window)".into(),
         AlertKind::RwndLimited => format!("peer window {held_wnd} B"),
         AlertKind::CwndLimited => format!("cwnd {} × {} B", s.snd_cwnd, s.mss_cache),
         _ => format!("send buffer sk_sndbuf {} B", s.sk_sndbuf),
@@ -824,16 +825,20 @@ impl Flow {
             } else {
                 "per event"
             };
-            let ceiling = cap.map_or(String::new(), |b| {
+            // A shut window caps the rate at nothing a ceiling can say ("caps
+            // at 0 b/s, and 170.1 Mb/s was acknowledged" before it shut):
+            // the zero-window stalls time it.
+            let said_cap = cap.filter(|_| !(kind == AlertKind::RwndLimited && window == 0));
+            let ceiling = said_cap.map_or(String::new(), |b| {
                 format!(
                     "; at srtt {} that caps at {}",
                     duration(u64::from(srtt) * 1000),
                     rate(b)
                 )
             });
-            let achieved = check
-                .acked_bps
-                .map_or(String::new(), |b| achieved_text(cap, b, "was acknowledged"));
+            let achieved = check.acked_bps.map_or(String::new(), |b| {
+                achieved_text(said_cap, b, "was acknowledged")
+            });
             let message = format!("{of_window} ({source}): {what}{ceiling}{achieved}");
             let figures = AlertFigures {
                 share: Some(share),

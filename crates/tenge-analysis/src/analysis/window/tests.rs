@@ -180,6 +180,17 @@ fn sws_stall_episodes_exact() {
             (1200, "sws_stall")
         ]
     );
+    // A shut window caps nothing a rate can say: no "caps at 0 b/s".
+    let rwnd = alerts
+        .iter()
+        .find(|a| a.kind.name() == "rwnd_limited")
+        .unwrap();
+    assert!(
+        rwnd.message.contains("peer window 0 B, shut (zero window)")
+            && !rwnd.message.contains("caps at"),
+        "{}",
+        rwnd.message
+    );
     // The first stall, alerted while it ran, is cleared at its end with what
     // it cost in all; the second was alerted at its end, so nothing to clear.
     // The rwnd_limited share fell below half its threshold at 1200 ms, the
