@@ -117,11 +117,10 @@ impl Sender {
 /// How long the peer's window has held the sender back: the time after
 /// each sample of it (an ACK's state before TCP took it in, a send, a
 /// write) at which it was used up ([`window_holds`]) and the congestion
-/// window open (`tcp_write_xmit()`
-/// tests cwnd first: with both used up, cwnd holds). The kernel's rwnd_limited
-/// chrono, measured on the events: a segment's share of it between its
-/// write and its send is how long the window, not cwnd or pacing, kept it
-/// waiting.
+/// window open (`tcp_write_xmit()` tests cwnd first: with both used up, cwnd
+/// holds). The kernel's rwnd_limited chrono, measured on the events: a
+/// segment's share of it between its write and its send is how long the
+/// window, not cwnd or pacing, kept it waiting.
 #[derive(Clone, Copy, Default)]
 struct WindowHeld {
     /// The last sample's time, and whether the window held the sender then.
