@@ -159,7 +159,8 @@ fn stages_refuses_an_unknown_netns_and_sampling() {
 /// `--sample 4 --slice 50ms` on every kernel of the matrix: the programs
 /// come and go (about 15 pauses in 3 s), the counts scaled by each
 /// window's slices over the time it counted come near what iperf3 sent at a steady
-/// 200 Mbit/s (the programs count only while all are attached: counting
+/// 200 Mbit/s (50 in an emulated guest, which keeps up with it traced or
+/// not; the programs count only while all are attached: counting
 /// as they came and went one by one gave 1.51 times it in the emulated 6.1
 /// guest), and no latency spans a pause (the stamps left before one are
 /// not taken after it: every pause is at least a slice long, 50 ms).
@@ -173,6 +174,17 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
     let receiver = lab.receiver_ip().to_string();
     let json_path =
         std::env::temp_dir().join(format!("tt-stages-slices-{}.json", std::process::id()));
+    // An emulated guest of the matrix runs 200 Mbit/s with its one vCPU
+    // saturated: then its transfer slows while the programs are attached,
+    // and coming back takes longer than the lead, so the traced slices carry
+    // less than their share (6.1 guest, 7 runs: 0.28 to 1.02 of the bytes,
+    // scale 4.35 to 6.10). At 50 Mbit/s it keeps up traced or not (9 runs
+    // on 6.1 and 6.12: 0.97 to 1.08 of the bytes, scale 4.00 to 4.15).
+    let rate = if std::env::var_os("TT_VM").is_some() {
+        "50M"
+    } else {
+        "200M"
+    };
     let out = bin()
         .args([
             "stages", "--addr", &receiver, "--sample", "4", "--slice", "50ms",
@@ -181,7 +193,7 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
         .arg(&json_path)
         .args(["--", "ip", "netns", "exec", lab.sender_netns().name()])
         .args([
-            "iperf3", "-J", "-c", &receiver, "-p", "5203", "-t", "3", "-b", "200M",
+            "iperf3", "-J", "-c", &receiver, "-p", "5203", "-t", "3", "-b", rate,
         ])
         .output()
         .unwrap();
@@ -215,9 +227,9 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
     // 1 in 4: the programs come back ahead of each slice and count over
     // it whole, but when coming back took longer than half a slice, from
     // when they were back. In an emulated guest of the matrix that can take
-    // most of a slice (CI's 6.1 guest: 11 pauses covering 3.5 s of the run,
-    // scale 24.6): there, what bounds the scale is the bytes check below,
-    // which a scale the pauses do not explain fails.
+    // most of a slice (CI's 6.1 guest at 200 Mbit/s: 11 pauses covering
+    // 3.5 s of the run, scale 24.6): there, what bounds the scale is the
+    // bytes check below, which a scale the pauses do not explain fails.
     let most = if std::env::var_os("TT_VM").is_some() {
         f64::INFINITY
     } else {
@@ -237,7 +249,7 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
     // the programs attaching (CI's 6.12 guest: scale 5.91 for 4, 0.641 of
     // the bytes); they come back ahead of the slice now, up to half a slice.
     // And more than their share too: the 6.1 guest once scaled 18 slices by
-    // 10.13 to 1.408 of the bytes.
+    // 10.13 to 1.408 of the bytes. Both at 200 Mbit/s, the guest saturated.
     let (least_share, most_share) = if std::env::var_os("TT_VM").is_some() {
         (0.5, 1.6)
     } else {
