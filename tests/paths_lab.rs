@@ -812,10 +812,8 @@ fn sampling_by_time_traces_its_slices_alone_and_scales_counts() {
     // collectors: 14% fewer packets per traced ms; four busy loops here:
     // 7%). By how much is the host's, bounded loosely; the scaled counts
     // must match it.
-    let mut spans: Vec<(u64, u64, bool)> = pauses
-        .windows(2)
-        .map(|w| (w[0][3], w[1][0], true))
-        .collect();
+    let mut spans: Vec<(u64, u64, bool)> =
+        windows.iter().map(|&(p, end)| (p[3], end, true)).collect();
     spans.extend(
         bounds
             .first()

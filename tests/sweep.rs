@@ -971,18 +971,16 @@ fn held_by_rwnd(
     // (the events' window clock 35 ms beside the kernel's 45 ms).
     // And a spell of a jiffy or two can hold a tenth of them: a pausing
     // reader, rcvbuf 4 MiB, the kernel rwnd-limited 8 of 568 ms, 13 %.
-    // The chrono counts the jiffies that tick while it runs: r of n busy
-    // ones bound the window's share of the time by (r + 2√r + 3) / n (95 %;
-    // the rule of three at r = 0). A short transfer's none says little:
-    // seed 93's other 17 (BBR, 1000 B writes behind a 48K window, 56-92 ms
-    // busy, 14-23 jiffies at HZ 250) had 7-15 % of its segments held_rwnd
-    // beside 0 or 1 rwnd jiffy, a share the jiffies allow up to 0.21.
-    let kernel_at_most = jiffy_us.map_or(kernel, |jiffy| {
-        let busy = (info.busy_time_us / jiffy.max(1)).max(1) as f64;
-        let r = (info.rwnd_limited_us / jiffy.max(1)) as f64;
-        (r + 2.0 * r.sqrt() + 3.0) / busy
+    // The chrono counts the jiffies that tick while it runs: none of n busy
+    // ones bounds the window's share of the time by 3 / n (95 %, the rule
+    // of three). A short transfer's none says little: seed 93's other 17
+    // (BBR, 1000 B writes behind a 48K window, 56-92 ms busy, 14-23 jiffies
+    // at HZ 250) had 7-15 % of its segments held_rwnd beside 0 or 1 rwnd
+    // jiffy, a share 0 of 14 jiffies allows up to 0.21.
+    let none_allows = jiffy_us.map_or(0.0, |jiffy| {
+        3.0 / (info.busy_time_us / jiffy.max(1)).max(1) as f64
     });
-    if (kernel == 0.0 && share > kernel_at_most.max(0.1)) || (kernel < 0.1 && share > 0.5) {
+    if (kernel == 0.0 && share > none_allows.max(0.1)) || (kernel < 0.1 && share > 0.5) {
         wrong.push(format!(
             "{share:.2} of the segments held_rwnd, kernel rwnd_limited {} of {} µs busy",
             info.rwnd_limited_us, info.busy_time_us

@@ -180,11 +180,8 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
     // less than their share (6.1 guest, 7 runs: 0.28 to 1.02 of the bytes,
     // scale 4.35 to 6.10). At 50 Mbit/s it keeps up traced or not (9 runs
     // on 6.1 and 6.12: 0.97 to 1.08 of the bytes, scale 4.00 to 4.15).
-    let rate = if std::env::var_os("TT_VM").is_some() {
-        "50M"
-    } else {
-        "200M"
-    };
+    let in_vm = std::env::var_os("TT_VM").is_some();
+    let rate = if in_vm { "50M" } else { "200M" };
     let out = bin()
         .args([
             "stages", "--addr", &receiver, "--sample", "4", "--slice", "50ms",
@@ -230,11 +227,7 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
     // most of a slice (CI's 6.1 guest at 200 Mbit/s: 11 pauses covering
     // 3.5 s of the run, scale 24.6): there, what bounds the scale is the
     // bytes check below, which a scale the pauses do not explain fails.
-    let most = if std::env::var_os("TT_VM").is_some() {
-        f64::INFINITY
-    } else {
-        12.0
-    };
+    let most = if in_vm { f64::INFINITY } else { 12.0 };
     assert!(scale >= 3.5 && scale < most, "{sampling}");
     let hooks = json["totals"]["hooks"].as_array().unwrap();
     let queued = hooks.iter().find(|h| h["hook"] == "net_dev_queue").unwrap();
@@ -250,11 +243,7 @@ fn stages_by_time_slices_scales_counts_and_times_no_pause() {
     // the bytes); they come back ahead of the slice now, up to half a slice.
     // And more than their share too: the 6.1 guest once scaled 18 slices by
     // 10.13 to 1.408 of the bytes. Both at 200 Mbit/s, the guest saturated.
-    let (least_share, most_share) = if std::env::var_os("TT_VM").is_some() {
-        (0.5, 1.6)
-    } else {
-        (0.8, 1.4)
-    };
+    let (least_share, most_share) = if in_vm { (0.5, 1.6) } else { (0.8, 1.4) };
     assert!(
         (least_share * sent..most_share * sent).contains(&bytes),
         "net_dev_queue {bytes} B scaled, iperf3 sent {sent} B"
