@@ -30,6 +30,7 @@
 //! [`capture`] (tcpdump + tshark), [`iperf`] (iperf3).
 
 pub mod capture;
+mod diag;
 pub mod iperf;
 pub mod link;
 pub mod netns;
