@@ -358,6 +358,27 @@ pub fn after_ack(r: &tt_tcp_rcv) -> (u32, u32) {
     (una, u32::from(r.win_raw) << r.snd_wscale)
 }
 
+/// The segments still in flight (`packets_out`) once the ACK in `r` is taken
+/// in: those it acknowledges whole leave (`tcp_clean_rtx_queue()`), counted
+/// as its share of the bytes in flight (exact where the segments are of one
+/// size); all of them where it acknowledges everything sent. Kept at the
+/// count before the ACK, a flight at cwnd stood until the next send: behind
+/// a token bucket, where TSQ held the sender between an ACK and its next
+/// send, 11 % of busy time read as cwnd-limited beside 6.5 % of the polls.
+pub fn packets_out_after_ack(r: &tt_tcp_rcv) -> u32 {
+    let (una, _) = after_ack(r);
+    let in_flight = r.snd_nxt.wrapping_sub(r.snd_una);
+    let acked = una.wrapping_sub(r.snd_una);
+    if acked == 0 || in_flight == 0 {
+        return r.packets_out;
+    }
+    if !seq_before(una, r.snd_nxt) {
+        return 0;
+    }
+    let left = u64::from(r.packets_out) * u64::from(in_flight - acked) / u64::from(in_flight);
+    left as u32
+}
+
 /// The size of the segments an outgoing skb (`window_adv`) carries: its
 /// length, or a GSO skb's `gso_size` (where unset, its length shared out).
 pub fn segment_size(w: &tt_window_adv) -> u32 {
@@ -658,6 +679,34 @@ mod tests {
         // An old ACK leaves snd_una; across the wrap, a new one moves it.
         assert_eq!(after_ack(&ack(300, 100)), (300, 8000));
         assert_eq!(after_ack(&ack(u32::MAX - 5, 10)), (10, 8000));
+    }
+
+    #[test]
+    fn the_segments_an_ack_acknowledges_leave_the_flight() {
+        // 12 segments of 1000 B in flight from 5000.
+        let ack = |ack| tt_tcp_rcv {
+            snd_una: 5000,
+            snd_nxt: 17_000,
+            ack,
+            packets_out: 12,
+            ..Default::default()
+        };
+        assert_eq!(packets_out_after_ack(&ack(9000)), 8);
+        // Part of a segment: it stays.
+        assert_eq!(packets_out_after_ack(&ack(9500)), 7);
+        assert_eq!(packets_out_after_ack(&ack(17_000)), 0);
+        // A duplicate or old ACK takes nothing out.
+        assert_eq!(packets_out_after_ack(&ack(5000)), 12);
+        assert_eq!(packets_out_after_ack(&ack(4000)), 12);
+        // Across the wrap: 12 of 1000 B from 2^32 − 2000, 3 acknowledged.
+        let wrapped = tt_tcp_rcv {
+            snd_una: u32::MAX - 1999,
+            snd_nxt: 10_000,
+            ack: 1000,
+            packets_out: 12,
+            ..Default::default()
+        };
+        assert_eq!(packets_out_after_ack(&wrapped), 9);
     }
 
     /// `tcp_snd_wnd_test()`: the unsent head's first `min(len, mss)` bytes

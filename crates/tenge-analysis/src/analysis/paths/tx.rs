@@ -21,7 +21,7 @@
 use super::stats::{hold, PathId, TX_STAGE_DRIVER, TX_STAGE_QDISC, TX_STAGE_TCP};
 use super::{seq_after, seq_before, Ctx};
 use crate::event::{after_ack, tcp_flags, tt_pkt, tt_sendmsg, tt_tcp_rcv, tt_window_adv};
-use crate::event::{sampled_byte, segment_size, window_holds};
+use crate::event::{packets_out_after_ack, sampled_byte, segment_size, window_holds};
 use std::collections::VecDeque;
 
 /// One `tcp_sendmsg_locked` iteration.
@@ -273,8 +273,11 @@ impl TxFlow {
         self.window_held.saw(ts_ns, end, sender);
         if body.tcp_flags & tcp_flags::ACK != 0 {
             let (una, window) = after_ack(body);
-            self.window_held
-                .saw(ts_ns, una.wrapping_add(window), sender);
+            let after = Sender {
+                cwnd_full: body.snd_cwnd > 0 && packets_out_after_ack(body) >= body.snd_cwnd,
+                ..sender
+            };
+            self.window_held.saw(ts_ns, una.wrapping_add(window), after);
             self.small.on_ack(ts_ns, una);
         }
         self.nonagle = body.nonagle;

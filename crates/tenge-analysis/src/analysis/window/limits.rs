@@ -2,7 +2,8 @@
 //! window, the send buffer or the application; from the sender's per-event
 //! state, cross-checked with the kernel's own chrono counters.
 
-use crate::event::{tcp_flags, tt_sendmsg, tt_tcp_rcv, tt_window_adv, window_holds};
+use crate::event::{after_ack, packets_out_after_ack, tcp_flags, window_holds};
+use crate::event::{tt_sendmsg, tt_tcp_rcv, tt_window_adv};
 use serde::Serialize;
 
 /// The sender state the limit tests read, merged from every event that carries part of it.
@@ -98,12 +99,14 @@ impl SenderState {
         };
     }
 
-    /// What the ACK in `r` changes once processed: `snd_una` and the window.
-    pub fn apply_ack(&mut self, ack: u32, window: u32) {
-        if seq_gap(self.snd_una, ack) > 0 {
-            self.snd_una = ack;
+    /// What the ACK in `r` (merged) changes once processed: `snd_una`, the
+    /// window and the flight.
+    pub fn apply_ack(&mut self, r: &tt_tcp_rcv) {
+        (self.snd_una, self.snd_wnd) = after_ack(r);
+        self.packets_out = packets_out_after_ack(r);
+        if self.packets_out == 0 {
+            (self.sacked_out, self.lost_out, self.retrans_out) = (0, 0, 0);
         }
-        self.snd_wnd = window;
     }
 
     pub fn merge_window_adv(&mut self, w: &tt_window_adv) {
@@ -771,6 +774,33 @@ mod tests {
             .limit(),
             Limit::Sndbuf
         );
+    }
+
+    /// The flight an ACK found at cwnd is not cwnd's once the ACK is taken
+    /// in: until the next send (TSQ or pacing may hold it) the sender has
+    /// room in cwnd.
+    #[test]
+    fn an_ack_takes_what_it_acknowledges_out_of_the_flight() {
+        let full = tt_tcp_rcv {
+            snd_una: 1000,
+            snd_nxt: 11_000,
+            write_seq: 30_000,
+            snd_wnd: 100_000,
+            snd_cwnd: 10,
+            mss_cache: 1000,
+            packets_out: 10,
+            ack: 5000,
+            win_raw: 50_000,
+            snd_wscale: 1,
+            tcp_flags: tcp_flags::ACK,
+            ..Default::default()
+        };
+        let mut s = SenderState::default();
+        s.merge_tcp_rcv(&full);
+        assert_eq!(s.limit(), Limit::Cwnd);
+        s.apply_ack(&full);
+        assert_eq!((s.snd_una, s.snd_wnd, s.packets_out), (5000, 100_000, 6));
+        assert_eq!(s.limit(), Limit::Unlimited);
     }
 
     #[test]

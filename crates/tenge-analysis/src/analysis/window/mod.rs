@@ -490,7 +490,7 @@ impl Flow {
                     }
                 }
                 if let Some(ack) = self.tx.on_tcp_rcv(ts, r) {
-                    self.limits.state.apply_ack(r.ack, ack.window);
+                    self.limits.state.apply_ack(r);
                     self.send_stalls.delivered(u64::from(ack.acked));
                     let mss = if peer.rcv_mss > 0 {
                         peer.rcv_mss
