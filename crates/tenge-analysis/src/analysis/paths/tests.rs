@@ -1367,6 +1367,48 @@ fn report_serializes_with_the_agreed_fields() {
     }
 }
 
+/// A full token bucket refuses an skb of new data: TCP keeps it, snd_nxt
+/// where it was, and queues it again later. Its write is still the one
+/// that wrote it, and it waited in TCP until the attempt that left.
+#[test]
+fn an_skb_the_qdisc_refused_is_queued_again_with_its_write() {
+    let s = tx::State {
+        snd_una: 1000,
+        snd_nxt: 1000,
+        snd_cwnd: 10,
+        snd_wnd: 65535,
+        write_seq: 3000,
+        ..Default::default()
+    };
+    let refused = tt_kfree_skb {
+        seq: 1000,
+        len: 2000,
+        reason: 2,
+        ..Default::default()
+    };
+    let events = [
+        tx::sendmsg(1_000, 1000, 1000),
+        tx::sendmsg(2_000, 2000, 1000),
+        tx::queue(10_000, 0x200, 1000, 2000, 2, s),
+        Event::new(
+            hdr(11_000, SENDER, RECEIVER, 0x200, 0),
+            Body::KfreeSkb(refused),
+        ),
+        tx::queue(500_000, 0x300, 1000, 2000, 2, s),
+        tx::start_xmit(500_100, 0x300, 1000, 2000),
+        tx::xmit(500_300, 0x300, 1000, 2000),
+    ];
+    let report = run(PathConfig::default(), &events);
+    assert!(report.paths.iter().all(|p| p.path != "write_unseen"));
+    // Each segment counted at each attempt: at once at the first, held
+    // for the whole wait from its write at the second.
+    assert_eq!(path(&report, "tx", "at_once").packets, 2);
+    let held = path(&report, "tx", "held_pacing_tsq");
+    assert_eq!(held.packets, 2);
+    assert_eq!(stage(held, "tcp").max_ns, 499_000);
+    assert_eq!(report.evictions.dropped, 1);
+}
+
 #[test]
 fn tx_retransmits_and_unseen_writes() {
     let s = tx::State {

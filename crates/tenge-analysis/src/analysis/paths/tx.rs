@@ -158,8 +158,9 @@ impl WindowHeld {
 #[derive(Default)]
 pub struct TxFlow {
     writes: VecDeque<Write>,
-    /// End of the newest data handed to the device layer.
-    sent_upto: Option<u32>,
+    /// End of the newest data handed to the device layer, which the qdisc
+    /// may still refuse (then TCP queues it again).
+    queued_upto: Option<u32>,
     queued: VecDeque<QueuedSkb>,
     window_held: WindowHeld,
     small: SmallSegment,
@@ -293,6 +294,7 @@ impl TxFlow {
     ) {
         let end = body.snd_una.wrapping_add(body.snd_wnd);
         self.window_held.saw(ts_ns, end, Sender::at_send(body));
+        self.forget_sent_writes(body.snd_nxt);
         if body.len == 0 {
             return;
         }
@@ -364,10 +366,9 @@ impl TxFlow {
         if !retransmit {
             self.small.on_send(body.seq, body.len, segs, body.mss_cache);
             let end = body.seq.wrapping_add(body.len);
-            if self.sent_upto.is_none_or(|upto| seq_after(end, upto)) {
-                self.sent_upto = Some(end);
+            if self.queued_upto.is_none_or(|upto| seq_after(end, upto)) {
+                self.queued_upto = Some(end);
             }
-            self.forget_sent_writes();
         }
         if queued.segments.iter().any(|&n| n > 0) {
             if self.queued.len() >= ctx.cfg.max_pending_per_flow {
@@ -431,11 +432,13 @@ impl TxFlow {
         i.checked_sub(1).map(|i| &self.writes[i])
     }
 
-    /// Drops writes all of whose bytes have left TCP (kept: the last one,
-    /// whose bytes may continue).
-    fn forget_sent_writes(&mut self) {
-        let Some(upto) = self.sent_upto else { return };
-        while self.writes.len() >= 2 && !seq_after(self.writes[1].write_seq, upto) {
+    /// Drops writes all of whose bytes TCP has sent, as the kernel counts
+    /// them (`snd_nxt`; kept: the last one, whose bytes may continue). Not
+    /// by the skbs queued: one the qdisc refuses (a full token bucket) is
+    /// queued again, snd_nxt where it was, and its writes forgotten at the
+    /// first attempt made it `write_unseen` (1-3 % of a flow's segments).
+    fn forget_sent_writes(&mut self, snd_nxt: u32) {
+        while self.writes.len() >= 2 && !seq_after(self.writes[1].write_seq, snd_nxt) {
             self.writes.pop_front();
         }
     }
@@ -510,11 +513,19 @@ impl TxFlow {
             self.queued.pop_front();
             ctx.counters.evictions.stale += 1;
         }
-        // The newest write stays: its bytes may still be unsent.
+        // The newest write stays: its bytes may still be unsent. One whose
+        // bytes were all queued is no loss.
         while self.writes.len() >= 2 && stale(self.writes[0].ts_ns, ctx.cfg.app_wait_ns) {
             self.writes.pop_front();
-            ctx.counters.evictions.writes_dropped += 1;
+            if !self.all_queued(self.writes[0].write_seq) {
+                ctx.counters.evictions.writes_dropped += 1;
+            }
         }
+    }
+
+    /// Every byte before `seq` was handed to the device layer.
+    fn all_queued(&self, seq: u32) -> bool {
+        self.queued_upto.is_some_and(|upto| !seq_after(seq, upto))
     }
 
     /// Skbs still queued when the trace ends.
@@ -531,9 +542,17 @@ impl TxFlow {
     }
 
     /// Nothing left that a sweep or the end of the trace would count: no
-    /// skb queued, no write that could go stale (the newest one never does).
+    /// skb queued, no write with bytes unqueued that could go stale (the
+    /// newest one never does).
     pub fn is_settled(&self) -> bool {
-        self.queued.is_empty() && self.writes.len() <= 1
+        let newest_alone = match self.writes.len() {
+            0 | 1 => true,
+            _ => self
+                .writes
+                .back()
+                .is_some_and(|w| self.all_queued(w.write_seq)),
+        };
+        self.queued.is_empty() && newest_alone
     }
 }
 
