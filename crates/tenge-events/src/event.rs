@@ -375,7 +375,9 @@ pub fn packets_out_after_ack(r: &tt_tcp_rcv) -> u32 {
     if !seq_before(una, r.snd_nxt) {
         return 0;
     }
-    let left = u64::from(r.packets_out) * u64::from(in_flight - acked) / u64::from(in_flight);
+    // A segment acknowledged in part stays (its pcount goes with whole ones).
+    let left =
+        (u64::from(r.packets_out) * u64::from(in_flight - acked)).div_ceil(u64::from(in_flight));
     left as u32
 }
 
@@ -693,7 +695,7 @@ mod tests {
         };
         assert_eq!(packets_out_after_ack(&ack(9000)), 8);
         // Part of a segment: it stays.
-        assert_eq!(packets_out_after_ack(&ack(9500)), 7);
+        assert_eq!(packets_out_after_ack(&ack(9500)), 8);
         assert_eq!(packets_out_after_ack(&ack(17_000)), 0);
         // A duplicate or old ACK takes nothing out.
         assert_eq!(packets_out_after_ack(&ack(5000)), 12);
