@@ -6,9 +6,11 @@
 //! value came from some fixed time after its stamp); `SIOCINQ` takes the
 //! socket lock, and so lands just after a reader released it.
 
+use std::fs::File;
 use std::io;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 
 /// `SOCK_DIAG_BY_FAMILY` (linux/sock_diag.h; libc does not name it).
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -23,7 +25,7 @@ const MSG_RQUEUE: usize = 4 + 48 + 4;
 
 /// A sock_diag netlink socket in the calling thread's network namespace.
 pub struct SockDiag {
-    fd: OwnedFd,
+    socket: File,
 }
 
 impl SockDiag {
@@ -41,40 +43,19 @@ impl SockDiag {
         }
         // SAFETY: fd is a new descriptor this function owns.
         Ok(SockDiag {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            socket: File::from(unsafe { OwnedFd::from_raw_fd(fd) }),
         })
     }
 
     /// The receive queue (bytes received, not yet read) of the TCP socket
     /// bound to `local` and connected to `remote`.
     pub fn unread(&self, local: SocketAddr, remote: SocketAddr) -> io::Result<u32> {
-        let request = request(local, remote);
-        // SAFETY: the buffer is valid for its length.
-        let sent = unsafe {
-            libc::send(
-                self.fd.as_raw_fd(),
-                request.as_ptr().cast(),
-                request.len(),
-                0,
-            )
-        };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        // A netlink datagram socket takes write(2) and read(2) as send and recv.
+        let mut socket = &self.socket;
+        socket.write_all(&request(local, remote))?;
         let mut reply = [0u8; 512];
-        // SAFETY: the buffer is valid for its length.
-        let got = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                reply.as_mut_ptr().cast(),
-                reply.len(),
-                0,
-            )
-        };
-        if got < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        parse_unread(&reply[..got as usize])
+        let got = socket.read(&mut reply)?;
+        parse_unread(&reply[..got])
     }
 }
 
