@@ -4,10 +4,13 @@
 # read-only over 9p and the guest chroots into it (tmpfs on /tmp and /run).
 #
 #   tests/vm/run.sh SERIES [--net] COMMAND...
+#   tests/vm/run.sh SERIES --prepare
 #
 # SERIES is 6.1 or 6.12 (Debian 12's stock and updates kernels; the newest
 # ABI of the series in the archive is used) or a linux-image package name.
 # --net adds two virtio-net NICs joined to each other (a real driver).
+# --prepare fetches the kernel and builds its initramfs, and boots nothing
+# (tests/vm/matrix.sh, before it boots guests side by side).
 # The command runs as root in the directory it was started from; its output
 # comes back through a writable 9p share, and its exit status is ours.
 # Kernels and initramfs are cached under target/vm.
@@ -17,8 +20,10 @@ top=$(cd "$here/../.." && pwd)
 series=${1:?usage: tests/vm/run.sh SERIES [--net] COMMAND...}
 shift
 net=0
+prepare=0
 [ "${1:-}" = --net ] && { net=1; shift; }
-[ $# -gt 0 ] || { echo "vm: no command" >&2; exit 2; }
+[ "${1:-}" = --prepare ] && { prepare=1; shift; }
+[ $# -gt 0 ] || [ $prepare -eq 1 ] || { echo "vm: no command" >&2; exit 2; }
 cache=${TT_VM_CACHE:-$top/target/vm}
 timeout_s=${TT_VM_TIMEOUT:-1800}
 
@@ -63,6 +68,7 @@ if [ ! -f "$initramfs" ]; then
   "$here/initramfs.sh" "$kdir/root" "$initramfs"
 fi
 vmlinuz=$(ls "$kdir"/root/boot/vmlinuz-*)
+[ $prepare -eq 0 ] || exit 0
 
 # The command, and where its output comes back.
 # TT_VM_OUT keeps the share: what the command writes to /run/out stays there.
@@ -94,13 +100,19 @@ fi
 accel=tcg,thread=single
 grep -qwE 'vmx|svm' /proc/cpuinfo && [ -w /dev/kvm ] && accel=kvm
 start=$(date +%s)
+# timeout leads a process group of its own: stopping this script stops it
+# (and it the guest) only through the trap.
 timeout "$timeout_s" qemu-system-x86_64 -accel "$accel" -cpu max -m 3072 -smp 2 \
   -nographic -no-reboot -nic none "${netargs[@]}" \
   -kernel "$vmlinuz" -initrd "$initramfs" \
   -append "console=ttyS0 panic=-1 quiet noautogroup" \
   -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
   -virtfs "local,path=$out,mount_tag=out,security_model=none" \
-  </dev/null >"$out/console" 2>&1 || true
+  </dev/null >"$out/console" 2>&1 &
+guest=$!
+trap 'kill "$guest" 2>/dev/null; exit 130' INT TERM
+wait "$guest" || true
+trap - INT TERM
 cat "$out/log" 2>/dev/null || true
 if [ ! -f "$out/rc" ]; then
   echo "vm: $pkg did not finish the command (timeout ${timeout_s}s or crash); console:" >&2
