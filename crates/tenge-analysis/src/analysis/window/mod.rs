@@ -1154,6 +1154,12 @@ impl WindowAnalyzer {
             }
             return Alerts::none();
         }
+        if let Body::CopyDatagram(c) = &ev.body {
+            if let Some(i) = self.find(ev.hdr.sock_cookie, socket) {
+                self.flows[i].rx.on_copied(ev.hdr.ts_ns, c.len);
+            }
+            return Alerts::none();
+        }
         if let Body::State(st) = &ev.body {
             if st.newstate == TCP_CLOSE && ev.hdr.sock_cookie != 0 {
                 self.closed(ev, socket);

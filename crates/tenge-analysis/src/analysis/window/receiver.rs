@@ -524,6 +524,19 @@ impl ReceiverSide {
         self.report.largest_rcvbuf = self.report.largest_rcvbuf.max(sk_rcvbuf);
     }
 
+    /// A read copied `len` bytes of one skb to the application: the
+    /// kernel's `copied_seq` passes them then (`tcp_recvmsg_locked()`, skb
+    /// by skb), not when the read returns, so a long read drains the queue
+    /// as it goes.
+    pub fn on_copied(&mut self, ts_ns: u64, len: u32) {
+        let Some(mut values) = self.means.current() else {
+            return;
+        };
+        values[5] = values[5].saturating_sub(u64::from(len));
+        values[6] = u64::from(values[5] > values[1]);
+        self.means.set(ts_ns, values);
+    }
+
     /// A window starts a run unless it is the one held; zero windows end runs.
     fn hold(&mut self, ts_ns: u64, header: u32, free: u64, class: WindowClass) {
         match self.held {

@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::event::{
-    abi_addr, tcp_flags, tt_app_read, tt_hdr, tt_sendmsg, tt_tcp_rcv, tt_window_adv,
+    abi_addr, tcp_flags, tt_app_read, tt_copy_datagram, tt_hdr, tt_sendmsg, tt_tcp_rcv,
+    tt_window_adv,
 };
 
 const MS: u64 = 1_000_000;
@@ -1488,6 +1489,54 @@ fn reader_run(read_after_ms: Option<u64>, sk_rcvbuf: u32) -> FlowWindowReport {
         ..Default::default()
     };
     run(cfg, &events).1.flows.remove(0)
+}
+
+/// A read drains the queue skb by skb, as the kernel's `copied_seq` moves
+/// in `tcp_recvmsg_locked()`: 60000 B unread at each window, copied as three
+/// skbs 1 ms apart, the read returning 1 ms after the last.
+#[test]
+fn a_long_read_drains_the_queue_skb_by_skb() {
+    let r = &RECEIVER;
+    let mut events = vec![receiver_srtt_1ms()];
+    for ms in [0, 100, 200] {
+        let rcv_nxt = 100_000 + ms as u32 * 1000;
+        let adv = tt_window_adv {
+            copied_seq: rcv_nxt - 60_000,
+            ..paper_adv(65072, rcv_nxt, 26844)
+        };
+        events.push(r.adv(ms * MS, adv));
+        if ms == 200 {
+            break;
+        }
+        for k in 0..3 {
+            let seq = rcv_nxt - 60_000 + k * 20_000;
+            let copy = tt_copy_datagram {
+                seq,
+                end_seq: seq + 20_000,
+                len: 20_000,
+                ..tt_copy_datagram::default()
+            };
+            let at = (ms + u64::from(k) + 1) * MS;
+            events.push(Event::new(r.hdr(at), Body::CopyDatagram(copy)));
+        }
+        let read = tt_app_read {
+            ret: 60_000,
+            copied_seq: rcv_nxt,
+            rcv_nxt,
+            sk_rcvbuf: 131072,
+            ..Default::default()
+        };
+        events.push(Event::new(r.hdr((ms + 4) * MS), Body::AppRead(read)));
+    }
+    let flow = run(WindowConfig::default(), &events).1.flows.remove(0);
+    let w = &flow.window.receive;
+    // The kernel's rx_queue: 60000, 40000 and 20000 B for 1 ms each in each
+    // 100, above the 26844-B window for 2 ms (by the read's return: 60000 B
+    // for 4 ms, 2400 B on average).
+    assert_eq!(
+        (w.mean_unread, w.unread_over_window_fraction),
+        (1200.0, 0.02)
+    );
 }
 
 fn advice_kinds(flow: &FlowWindowReport) -> Vec<String> {
