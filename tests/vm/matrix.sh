@@ -86,6 +86,7 @@ for kernel in "${lanes[@]}"; do
   lane "$kernel" > "$logs/$kernel.log" 2>&1 &
   pids+=($!)
 done
+echo "matrix: ${lanes[*]} side by side; each kernel's output follows when its guests are done"
 for i in "${!lanes[@]}"; do
   wait "${pids[$i]}" || true
   cat "$logs/${lanes[$i]}.log"
