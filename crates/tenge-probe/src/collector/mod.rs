@@ -717,7 +717,7 @@ mod tests {
             BTreeMap::from([(me, comm.trim().to_string())])
         );
         assert_eq!(recording.sockets(), 0);
-        drop(recording);
+        recording.finish(&TraceSummary::default()).unwrap();
         let _ = std::fs::remove_file(&path);
     }
 }
