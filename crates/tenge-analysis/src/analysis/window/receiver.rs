@@ -514,14 +514,9 @@ impl ReceiverSide {
     /// advertised last (the ACK often follows only after the read). While
     /// no window is held (before the first, in a pause), nothing counts.
     pub fn on_queue(&mut self, ts_ns: u64, rcv_nxt: u32, copied_seq: u32, sk_rcvbuf: u32) {
-        let Some(mut values) = self.means.current() else {
-            return;
-        };
-        let unread = u64::from(rcv_nxt.wrapping_sub(copied_seq));
-        values[5] = unread;
-        values[6] = u64::from(unread > values[1]);
-        self.means.set(ts_ns, values);
-        self.report.largest_rcvbuf = self.report.largest_rcvbuf.max(sk_rcvbuf);
+        if self.set_unread(ts_ns, |_| u64::from(rcv_nxt.wrapping_sub(copied_seq))) {
+            self.report.largest_rcvbuf = self.report.largest_rcvbuf.max(sk_rcvbuf);
+        }
     }
 
     /// A read copied `len` bytes of one skb to the application: the
@@ -529,12 +524,20 @@ impl ReceiverSide {
     /// by skb), not when the read returns, so a long read drains the queue
     /// as it goes.
     pub fn on_copied(&mut self, ts_ns: u64, len: u32) {
+        self.set_unread(ts_ns, |unread| unread.saturating_sub(u64::from(len)));
+    }
+
+    /// The bytes unread from `ts_ns`, from those before, and whether they
+    /// exceed the window advertised last; false (nothing set) while no
+    /// window is held.
+    fn set_unread(&mut self, ts_ns: u64, unread: impl FnOnce(u64) -> u64) -> bool {
         let Some(mut values) = self.means.current() else {
-            return;
+            return false;
         };
-        values[5] = values[5].saturating_sub(u64::from(len));
+        values[5] = unread(values[5]);
         values[6] = u64::from(values[5] > values[1]);
         self.means.set(ts_ns, values);
+        true
     }
 
     /// A window starts a run unless it is the one held; zero windows end runs.
