@@ -4,13 +4,10 @@
 # read-only over 9p and the guest chroots into it (tmpfs on /tmp and /run).
 #
 #   tests/vm/run.sh SERIES [--net] COMMAND...
-#   tests/vm/run.sh SERIES --prepare
 #
 # SERIES is 6.1 or 6.12 (Debian 12's stock and updates kernels; the newest
 # ABI of the series in the archive is used) or a linux-image package name.
 # --net adds two virtio-net NICs joined to each other (a real driver).
-# --prepare fetches the kernel and builds its initramfs, and boots nothing
-# (tests/vm/matrix.sh, before it boots guests side by side).
 # The command runs as root in the directory it was started from; its output
 # comes back through a writable 9p share, and its exit status is ours.
 # Kernels and initramfs are cached under target/vm.
@@ -20,10 +17,8 @@ top=$(cd "$here/../.." && pwd)
 series=${1:?usage: tests/vm/run.sh SERIES [--net] COMMAND...}
 shift
 net=0
-prepare=0
 [ "${1:-}" = --net ] && { net=1; shift; }
-[ "${1:-}" = --prepare ] && { prepare=1; shift; }
-[ $# -gt 0 ] || [ $prepare -eq 1 ] || { echo "vm: no command" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "vm: no command" >&2; exit 2; }
 cache=${TT_VM_CACHE:-$top/target/vm}
 timeout_s=${TT_VM_TIMEOUT:-1800}
 
@@ -68,7 +63,6 @@ if [ ! -f "$initramfs" ]; then
   "$here/initramfs.sh" "$kdir/root" "$initramfs"
 fi
 vmlinuz=$(ls "$kdir"/root/boot/vmlinuz-*)
-[ $prepare -eq 0 ] || exit 0
 
 # The command, and where its output comes back.
 # TT_VM_OUT keeps the share: what the command writes to /run/out stays there.
