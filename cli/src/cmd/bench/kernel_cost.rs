@@ -6,7 +6,9 @@
 //! costs when the probe decides to drop it), for `stages`' in-kernel
 //! aggregation, and for the bpftrace script as a whole. The tp_btf programs
 //! per journey and per hook, compared per data segment, run in interleaved
-//! pairs, each reported by its median run.
+//! pairs, each reported by its median run. Journeys also on a bulk transfer
+//! (64 KiB writes: MSS-sized segments in GSO skbs), every packet and 1/64,
+//! for what every-packet tracing of bulk data costs the host's CPUs.
 
 use super::instrument::{Instrument, Mode, Target, TracedSession};
 use super::throughput::timed_transfer;
@@ -14,7 +16,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use tenge_trace::lab::{Lab, LabConfig};
+use tenge_trace::lab::{Lab, LabConfig, TransferReport};
 use tenge_trace::probe::{
     system_program_stats, Backend, BpfStatsEnabled, Filters, ProgramStats, ReferencePrograms,
     StageTracer, TracerOptions,
@@ -88,6 +90,32 @@ pub struct KernelCost {
     /// Absent in results from before it was measured.
     #[serde(default)]
     pub floor: Option<EmitFloor>,
+    /// Absent in results from before it was measured.
+    #[serde(default)]
+    pub bulk: Option<BulkCost>,
+}
+
+/// The tp_btf programs with journeys on a bulk transfer, every packet and
+/// 1/64: per MSS-sized data segment, and as a share of the host's CPUs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BulkCost {
+    pub workload: String,
+    /// The every-packet transfer: its wall time and what it carried.
+    pub elapsed_s: f64,
+    pub bytes: u64,
+    /// Records the every-packet programs wrote (a journey is one).
+    pub written: u64,
+    pub every: BackendCost,
+    pub sampled: BackendCost,
+}
+
+impl BulkCost {
+    /// The every-packet programs' added time as a share of `cpus` CPUs over
+    /// the transfer.
+    pub fn cpu_share(&self, cpus: u32) -> Option<f64> {
+        let ns = self.every.added_ns_per_segment()? * self.every.data_segments as f64;
+        (self.elapsed_s > 0.0 && cpus > 0).then(|| ns / (self.elapsed_s * 1e9 * f64::from(cpus)))
+    }
 }
 
 /// What one event costs any ring-buffer tracer on this host before it reads
@@ -144,6 +172,7 @@ pub fn run(seconds: u32, pairs: u32, scratch: &Path, bpftrace_script: &Path) -> 
     ] {
         measured.add(&lab, &cfg, seconds, scratch, mode)?;
     }
+    let bulk = bulk_cost(&mut measured, &lab, &cfg, seconds, scratch)?;
     let Measured {
         runs: by_mode,
         empty_mean,
@@ -180,6 +209,38 @@ pub fn run(seconds: u32, pairs: u32, scratch: &Path, bpftrace_script: &Path) -> 
         bpftrace_added_ns_per_run: bpftrace_ns.zip(empty).map(|(b, e)| b - e),
         bpftrace_runs: runs,
         floor,
+        bulk: Some(bulk),
+    })
+}
+
+/// Journeys, every packet and 1/64, on 64 KiB writes (no TCP_NODELAY).
+fn bulk_cost(
+    measured: &mut Measured,
+    lab: &Lab,
+    small: &LabConfig,
+    seconds: u32,
+    scratch: &Path,
+) -> Result<BulkCost> {
+    let cfg = LabConfig {
+        write_size: 64 << 10,
+        nodelay: false,
+        ..small.clone()
+    };
+    let every = measured.trace(lab, &cfg, seconds, scratch, (Backend::TpBtf, 1, false))?;
+    let sampled = measured.trace(
+        lab,
+        &cfg,
+        seconds,
+        scratch,
+        (Backend::TpBtf, super::SAMPLED, false),
+    )?;
+    Ok(BulkCost {
+        workload: "in-tree 64 KiB writes".into(),
+        elapsed_s: every.transfer.elapsed.as_secs_f64(),
+        bytes: every.transfer.bytes,
+        written: every.written,
+        every: every.cost,
+        sampled: sampled.cost,
     })
 }
 
@@ -191,16 +252,45 @@ struct Measured {
     floor: Option<EmitFloor>,
 }
 
+/// One traced transfer.
+struct Traced {
+    cost: BackendCost,
+    transfer: TransferReport,
+    /// Records the programs wrote.
+    written: u64,
+}
+
 impl Measured {
-    /// Traces one transfer with `backend`, 1 in `sample_every`, per hook or not.
+    /// Traces one transfer with `mode` and keeps its cost with the mode's others.
     fn add(
         &mut self,
         lab: &Lab,
         cfg: &LabConfig,
         seconds: u32,
         scratch: &Path,
-        (backend, sample_every, per_hook): (Backend, u32, bool),
+        mode: (Backend, u32, bool),
     ) -> Result<()> {
+        let cost = self.trace(lab, cfg, seconds, scratch, mode)?.cost;
+        let same = |b: &BackendCost| {
+            (b.backend.as_str(), b.sample_every, b.per_hook)
+                == (cost.backend.as_str(), cost.sample_every, cost.per_hook)
+        };
+        match self.runs.iter_mut().find(|r| r.first().is_some_and(same)) {
+            Some(runs) => runs.push(cost),
+            None => self.runs.push(vec![cost]),
+        }
+        Ok(())
+    }
+
+    /// Traces one transfer with `backend`, 1 in `sample_every`, per hook or not.
+    fn trace(
+        &mut self,
+        lab: &Lab,
+        cfg: &LabConfig,
+        seconds: u32,
+        scratch: &Path,
+        (backend, sample_every, per_hook): (Backend, u32, bool),
+    ) -> Result<Traced> {
         super::check_interrupted()?;
         eprintln!(
             "bench: kernel cost, {backend:?} programs, 1 in {sample_every}{}",
@@ -227,13 +317,12 @@ impl Measured {
             self.floor = emit_floor(&programs, &empty_stats)?;
         }
         let end = session.stop()?;
-        let name = format!("{backend:?}");
         let cost = BackendCost {
             per_hook,
             ring_records: end.stats.ring_records,
             data_segments: transfer.sender.data_segs_out.into(),
             ..backend_cost(
-                &name,
+                &format!("{backend:?}"),
                 sample_every,
                 &end.programs,
                 &empty_stats,
@@ -241,14 +330,11 @@ impl Measured {
             )
         };
         self.empty_mean.push(mean_ns(&empty_stats));
-        let same = |b: &BackendCost| {
-            (b.backend.as_str(), b.sample_every, b.per_hook) == (&name, sample_every, per_hook)
-        };
-        match self.runs.iter_mut().find(|r| r.first().is_some_and(same)) {
-            Some(runs) => runs.push(cost),
-            None => self.runs.push(vec![cost]),
-        }
-        Ok(())
+        Ok(Traced {
+            cost,
+            transfer,
+            written: end.stats.written,
+        })
     }
 }
 

@@ -308,7 +308,7 @@ fn render_flow_findings(out: &mut String, flow: &FlowWindowReport) {
     if let Some(c) = &flow.window.chain {
         let _ = writeln!(
             out,
-            "  window chain (the window held longest): {} B free -> {} B advertised ({}) -> {} B usable ({}): {} lost",
+            "  window chain (the non-zero window held longest): {} B free -> {} B advertised ({}) -> {} B usable ({}): {} lost",
             c.free_space,
             c.advertised,
             c.shaped_by
