@@ -271,9 +271,55 @@ pub(super) fn beside_ceiling(achieved: f64, ceiling: f64, beyond: &'static str) 
     }
 }
 
+/// The share of the recent busy time a limit must hold for the rate to be
+/// its window's alone: then window / rate is how long the window took to
+/// come round.
+const HELD_THROUGHOUT: f64 = 0.9;
+
+/// After a receive window's ceiling, where the window held the sender
+/// throughout and less than half the ceiling was acknowledged: how long the
+/// window took to come round (window / rate) beside srtt. The ceiling
+/// assumes the window reopens with each ACK, one srtt after its data left;
+/// a receiver that reopens it as its reader frees space, or once a loss's
+/// hole is filled, is slower ("rwnd_limited 96%: 26844 B at srtt 53 µs
+/// caps at 4.05 Gb/s, and 983.5 Mb/s was acknowledged", 1 data skb in 40
+/// dropped, read as a contradiction).
+pub(super) fn slow_window_text(window: u64, srtt_us: u32, achieved_bps: f64, share: f64) -> String {
+    let Some(ceiling) = bps(window as f64, f64::from(srtt_us)) else {
+        return String::new();
+    };
+    if share < HELD_THROUGHOUT || achieved_bps <= 0.0 || ceiling < 2.0 * achieved_bps {
+        return String::new();
+    }
+    let round_ns = window as f64 * 8.0 / achieved_bps * 1e9;
+    format!(
+        "; the window came round every {} ({:.1} × srtt): the peer reopened it more slowly \
+         than its ACKs came back",
+        crate::export::table::duration(round_ns as u64),
+        round_ns / (f64::from(srtt_us) * 1e3)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_held_throughout_at_a_quarter_of_its_ceiling_says_how_slowly_it_came_round() {
+        // 26844 B at srtt 53 µs: 4.05 Gb/s; 983.5 Mb/s acknowledged is
+        // 26844 B every 218.4 µs, 4.1 srtts.
+        let text = slow_window_text(26844, 53, 983.5e6, 0.96);
+        assert_eq!(
+            text,
+            "; the window came round every 218.4 µs (4.1 × srtt): the peer reopened it more \
+             slowly than its ACKs came back"
+        );
+        // Held only part of the time, or at more than half the ceiling: nothing.
+        assert_eq!(slow_window_text(26844, 53, 983.5e6, 0.5), "");
+        assert_eq!(slow_window_text(26844, 53, 2.1e9, 0.96), "");
+        assert_eq!(slow_window_text(26844, 0, 983.5e6, 0.96), "");
+        assert_eq!(slow_window_text(26844, 53, 0.0, 0.96), "");
+    }
 
     #[test]
     fn episode_hysteresis() {

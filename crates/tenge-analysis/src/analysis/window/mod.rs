@@ -37,7 +37,7 @@ use crate::event::{addr_text, Body, Event};
 use crate::export::table::duration;
 use crate::flow::{place, prefetch_span, FastMap};
 use crate::task::{SocketTasks, Task};
-use alerts::{achieved_text, bps, rate, Episode, RateMarks, Turn};
+use alerts::{achieved_text, bps, rate, slow_window_text, Episode, RateMarks, Turn};
 use kernel::{round_down_to, Rule};
 use limits::{estimate_hz, ChronoSample, LimitTracker, SenderState};
 use receiver::{LossCause, ReceiverSide};
@@ -837,7 +837,13 @@ impl Flow {
                 )
             });
             let achieved = check.acked_bps.map_or(String::new(), |b| {
-                achieved_text(said_cap, b, "was acknowledged")
+                let slow = match kind {
+                    AlertKind::RwndLimited if said_cap.is_some() => {
+                        slow_window_text(window, srtt, b, share)
+                    }
+                    _ => String::new(),
+                };
+                achieved_text(said_cap, b, "was acknowledged") + &slow
             });
             let message = format!("{of_window} ({source}): {what}{ceiling}{achieved}");
             let figures = AlertFigures {
