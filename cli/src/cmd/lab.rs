@@ -142,6 +142,12 @@ pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
         print!("\n{}", out.text(&render_report(&report, out.width)));
     }
     session::report_lost(&run.stats);
+    // Which hooks the report's warning is about.
+    if let Some(hits) = run.hook_hits.as_deref() {
+        if HookHits::total_not_run(hits) > 0 {
+            session::report_hits(hits);
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -88,7 +88,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         eprintln!("tenge-trace: {warning}");
     }
     if let Some(hits) = &summary.hook_hits {
-        report_hits(hits);
+        session::report_hits(hits);
     }
     session::exit_code(&flags, child_status)
 }
@@ -120,28 +120,5 @@ impl Sink for RecordSink<'_> {
 
     fn caught_up(&mut self, until_ns: u64) -> anyhow::Result<()> {
         self.recording.caught_up(until_ns)
-    }
-}
-
-/// What the hit counters say, hooks with hits that ran no program named.
-fn report_hits(hits: &[HookHits]) {
-    let total: u64 = hits.iter().map(|h| h.hits).sum();
-    let missed: Vec<String> = hits
-        .iter()
-        .filter(|h| h.not_run() > 0)
-        .map(|h| format!("{} {} of {}", h.hook, h.not_run(), h.hits))
-        .collect();
-    if missed.is_empty() {
-        eprintln!(
-            "tenge-trace: every one of the {total} hook hits on {} tracepoints ran its program",
-            hits.len()
-        );
-    } else {
-        let not_run = HookHits::total_not_run(hits);
-        eprintln!(
-            "tenge-trace: WARNING: {not_run} of {total} hook hits ran no program (the kernel \
-             skipped them; their events are missing): {}",
-            missed.join(", ")
-        );
     }
 }

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tenge_trace::collector::CollectStats;
-use tenge_trace::probe::{CpuProfile, Filters, ProbePlan, TaskFilter, Tracer, TracerOptions};
+use tenge_trace::probe::{
+    CpuProfile, Filters, HookHits, ProbePlan, TaskFilter, Tracer, TracerOptions,
+};
 
 /// How a session is told to stop: `stop` by anything (duration, command exit,
 /// a signal), `signalled` only by SIGINT/SIGTERM. The first signal stops the
@@ -316,4 +318,27 @@ pub fn report_lost(stats: &CollectStats) -> u64 {
         );
     }
     lost
+}
+
+/// What the hit counters say, hooks with hits that ran no program named.
+pub fn report_hits(hits: &[HookHits]) {
+    let total: u64 = hits.iter().map(|h| h.hits).sum();
+    let missed: Vec<String> = hits
+        .iter()
+        .filter(|h| h.not_run() > 0)
+        .map(|h| format!("{} {} of {}", h.hook, h.not_run(), h.hits))
+        .collect();
+    if missed.is_empty() {
+        eprintln!(
+            "tenge-trace: every one of the {total} hook hits on {} tracepoints ran its program",
+            hits.len()
+        );
+    } else {
+        let not_run = HookHits::total_not_run(hits);
+        eprintln!(
+            "tenge-trace: WARNING: {not_run} of {total} hook hits ran no program (the kernel \
+             skipped them; their events are missing): {}",
+            missed.join(", ")
+        );
+    }
 }
