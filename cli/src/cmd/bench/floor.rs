@@ -44,10 +44,7 @@ impl SegmentFloor {
         let per = full.records_per_segment()?;
         let k = r.kernel_cost.as_ref()?;
         let floor = k.floor.as_ref()?;
-        let (record_ns, batched) = match floor.batched_emit_ns {
-            Some(ns) if per.written > per.ring => (ns, true),
-            _ => (floor.emit_ns, false),
-        };
+        let (record_ns, batched) = floor.record_ns(per.written > per.ring);
         let tp_btf = |every: fn(u32) -> bool| {
             k.backends.iter().find(|b: &&BackendCost| {
                 b.backend == "TpBtf" && !b.per_hook && every(b.sample_every)
@@ -77,9 +74,13 @@ impl SegmentFloor {
     /// read per event, and each record's emit beyond its own clock read.
     /// Nothing of the packet or the socket is read into a record yet.
     pub fn kernel_ns(&self) -> f64 {
-        self.deciding_ns
-            + self.events * self.clock_ns
-            + self.records * (self.record_ns - self.clock_ns)
+        least_kernel_ns(
+            self.deciding_ns,
+            self.events,
+            self.records,
+            self.clock_ns,
+            self.record_ns,
+        )
     }
 
     /// The kernel's and the collector's least per segment.
@@ -93,6 +94,19 @@ impl SegmentFloor {
     pub fn ratio(&self) -> f64 {
         self.cpu_ns / (self.cpu_ns / self.dispatch_ratio + self.traced_ns())
     }
+}
+
+/// The least the kernel spends per data segment, above the dispatch: the
+/// decision, a clock read for each of `events`, and each of `records`'
+/// emit beyond its own clock read.
+pub fn least_kernel_ns(
+    deciding_ns: f64,
+    events: f64,
+    records: f64,
+    clock_ns: f64,
+    record_ns: f64,
+) -> f64 {
+    deciding_ns + events * clock_ns + records * (record_ns - clock_ns)
 }
 
 #[cfg(test)]

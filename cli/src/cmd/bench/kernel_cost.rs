@@ -142,6 +142,18 @@ pub struct EmitFloor {
     pub lost: u64,
 }
 
+impl EmitFloor {
+    /// One record's emit floor, its clock read included: gathered in a batch
+    /// where the records were (`batched`, and the batched emit measured),
+    /// else reserved and submitted alone; and whether it was the batched one.
+    pub fn record_ns(&self, batched: bool) -> (f64, bool) {
+        match self.batched_emit_ns {
+            Some(ns) if batched => (ns, true),
+            _ => (self.emit_ns, false),
+        }
+    }
+}
+
 fn every_event() -> u32 {
     1
 }

@@ -1,7 +1,7 @@
 //! BENCHMARKS.md from [`Results`]: the machine, the tables, and each target
 //! met or missed (by how much, why, and what would close it).
 
-use super::floor::SegmentFloor;
+use super::floor::{least_kernel_ns, SegmentFloor};
 use super::instrument::Mode;
 use super::kernel_cost::{BackendCost, KernelCost, ProgramCost};
 use super::max_rate::MaxRate;
@@ -181,8 +181,8 @@ fn bulk_cost(k: &KernelCost, cpus: u32) -> Option<String> {
         - per_segment / f64::from(bulk.sampled.sample_every.max(1));
     let events = every.events as f64 / segments;
     let records = bulk.written as f64 / segments;
-    let emit = floor.batched_emit_ns.unwrap_or(floor.emit_ns);
-    let least = deciding + events * floor.clock_ns + records * (emit - floor.clock_ns);
+    let (emit, _) = floor.record_ns(bulk.written > every.ring_records);
+    let least = least_kernel_ns(deciding, events, records, floor.clock_ns, emit);
     let mut hooks: Vec<&ProgramCost> = every.programs.iter().collect();
     hooks.sort_by(|a, b| {
         (b.added_ns_per_run * b.runs as f64).total_cmp(&(a.added_ns_per_run * a.runs as f64))
