@@ -249,30 +249,3 @@ fn not_run(
     let counted = hits.iter().find(|h| h.program == probe.program);
     Some(counted.expect("the probe's hits").not_run())
 }
-
-/// How far CLOCK_REALTIME moved against CLOCK_MONOTONIC while a capture
-/// ran. tcpdump stamps the wire with the first, the events carry the
-/// second, and a step of the system clock in between (a time daemon, the
-/// hypervisor's agent) shifts every conversion by it: once in a CI run every
-/// sighting of a pcapng export was 17.0 ms off tcpdump's. A comparison of
-/// the two clocks' times allows what this measured.
-#[allow(dead_code)] // not every test binary that includes this module uses it
-pub struct ClockWatch(i64);
-
-#[allow(dead_code)]
-impl ClockWatch {
-    pub fn start() -> ClockWatch {
-        ClockWatch(realtime_offset_ns())
-    }
-
-    /// Nanoseconds the offset moved since `start`.
-    pub fn moved_ns(&self) -> u64 {
-        (realtime_offset_ns() - self.0).unsigned_abs()
-    }
-}
-
-/// CLOCK_REALTIME − CLOCK_MONOTONIC now, as a recording's header keeps it.
-#[allow(dead_code)]
-fn realtime_offset_ns() -> i64 {
-    tenge_trace::trace_file::TraceMeta::for_this_host().boot_offset_ns
-}
