@@ -217,8 +217,7 @@ impl TraceMeta {
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             kernel_release: crate::os::kernel_release(),
             hostname: crate::os::hostname(),
-            boot_offset_ns: clock_ns(libc::CLOCK_REALTIME) as i64
-                - clock_ns(libc::CLOCK_MONOTONIC) as i64,
+            boot_offset_ns: crate::os::realtime_offset_ns(),
             started_unix_ns: clock_ns(libc::CLOCK_REALTIME),
             sample_every: 1,
             sample_block_bytes: crate::event::SAMPLE_BLOCK,
