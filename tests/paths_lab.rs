@@ -80,10 +80,10 @@ fn bulk_run(lab: &Lab, cfg: &LabConfig, count_hits: bool) -> BulkRun {
     let mut napi_polls = Vec::new();
     let mut xmit_ts = Vec::new();
     let sender_ip = lab.sender_addr(cfg.ipv6);
-    // 64 MiB of ring: in the matrix's emulated guest the test's collector,
-    // then an unoptimized build (as `make test`'s still is), once drained a
-    // lossy transfer more slowly than the kernel made its events (6.12:
-    // 5401 lost, the run twice as long as the next two).
+    // 64 MiB of ring: the test's collector is an unoptimized build, and in
+    // the matrix's emulated guest it once drained a lossy transfer more
+    // slowly than the kernel made its events (6.12: 5401 lost, the run
+    // twice as long as the next two).
     let options = TracerOptions {
         count_hits,
         ring_bytes: 64 << 20,
